@@ -1,0 +1,32 @@
+"""DRF authentication by ``Authorization: Bearer <ChatForge API token>``."""
+
+from __future__ import annotations
+
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from .tokens import user_for_token
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request):
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        if not header:
+            return None
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != self.keyword.lower():
+            return None
+        token = token.strip()
+        if not token:
+            raise exceptions.AuthenticationFailed("The Authorization header has no token after 'Bearer'.")
+        user = user_for_token(token)
+        if user is None:
+            raise exceptions.AuthenticationFailed(
+                "The API token is invalid or revoked. Create a new one in your settings."
+            )
+        return (user, token)
+
+    def authenticate_header(self, request: Request) -> str:
+        return self.keyword

@@ -1,0 +1,73 @@
+"""Every API error is JSON: ``{"error": {"code", "message", "details"}}``.
+
+One handler maps our ``ChatForgeError`` and DRF's exceptions to that shape,
+so clients parse one format and people read one kind of message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from chatforge.errors import ChatForgeError
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def _validation_message(detail: Any) -> str:
+    """A readable sentence from DRF's nested validation errors."""
+    if isinstance(detail, dict):
+        parts = []
+        for field, errors in detail.items():
+            text = _validation_message(errors)
+            parts.append(text if field == "non_field_errors" else f"{field}: {text}")
+        return "; ".join(parts)
+    if isinstance(detail, list):
+        return " ".join(_validation_message(item) for item in detail)
+    return str(detail)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ChatForgeError):
+        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None  # unexpected: Django's 500 handler answers (JSON too)
+    if isinstance(exc, exceptions.ValidationError):
+        response.data = error_body(
+            "invalid_request", _validation_message(exc.detail), {"fields": exc.detail}
+        )
+    elif isinstance(exc, exceptions.NotFound):
+        response.data = error_body(
+            "not_found", "Not found: it does not exist or you do not have access to it."
+        )
+    elif isinstance(exc, exceptions.APIException):
+        code = exc.get_codes() if isinstance(exc.get_codes(), str) else "error"
+        response.data = error_body(code, _validation_message(exc.detail))
+    return response
+
+
+def not_found_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse(
+        error_body("not_found", f"No such endpoint or object: {request.path}"),
+        status=status.HTTP_404_NOT_FOUND,
+    )
+
+
+def server_error_view(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(
+        error_body(
+            "server_error",
+            "The server failed to handle this request. It has been logged; try again, "
+            "and contact the operator if it persists.",
+        ),
+        status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+    )

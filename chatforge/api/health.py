@@ -1,0 +1,44 @@
+"""Liveness and readiness probes (no authentication)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+def _database_ok() -> bool:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except Exception:
+        return False
+
+
+def _redis_ok() -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2).ping())
+    except Exception:
+        return False
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    checks = {"database": _database_ok()}
+    if not settings.EMBEDDED:
+        checks["broker"] = _redis_ok()
+    failing = [name for name, ok in checks.items() if not ok]
+    body = {"status": "ok" if not failing else "unavailable", "mode": settings.CHATFORGE_MODE, "checks": checks}
+    if failing:
+        body["error"] = {
+            "code": "not_ready",
+            "message": f"Not ready: cannot reach {', '.join(failing)}.",
+            "details": checks,
+        }
+    return JsonResponse(body, status=200 if not failing else 503)

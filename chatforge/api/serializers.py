@@ -1,0 +1,87 @@
+"""Request and response shapes of the REST API."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from rest_framework import serializers
+
+from chatforge.conversations.models import Conversation, Message, Run
+
+
+class ConversationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Conversation
+        fields = ["id", "title", "created_at", "updated_at"]
+        read_only_fields = ["id", "created_at", "updated_at"]
+
+
+class MessageSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Message
+        fields = [
+            "id",
+            "role",
+            "content",
+            "tool_rounds",
+            "status",
+            "finish_reason",
+            "model",
+            "usage",
+            "run",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class MessageCreateSerializer(serializers.Serializer):
+    content = serializers.CharField(trim_whitespace=False, allow_blank=False)
+    model = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    tools = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, allow_null=True, max_length=128
+    )
+    assistant = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    reasoning_effort = serializers.ChoiceField(
+        choices=["minimal", "low", "medium", "high"], required=False
+    )
+    max_iterations = serializers.IntegerField(
+        required=False, min_value=0, max_value=settings.CHATFORGE_MAX_ITERATIONS_LIMIT
+    )
+
+
+class RunAcceptedSerializer(serializers.Serializer):
+    conversation_id = serializers.UUIDField()
+    message_id = serializers.UUIDField()
+    run_id = serializers.UUIDField()
+    status = serializers.CharField()
+    events_ws = serializers.CharField()
+    events_sse = serializers.CharField()
+
+
+class RunSerializer(serializers.ModelSerializer):
+    conversation_id = serializers.UUIDField(read_only=True)
+    message_id = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "conversation_id",
+            "status",
+            "model",
+            "iteration",
+            "options",
+            "cancel_requested",
+            "error",
+            "finish_reason",
+            "max_iterations_reached",
+            "usage",
+            "message_id",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+    def get_message_id(self, run: Run) -> str | None:
+        message = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).only("id").first()
+        return str(message.id) if message else None

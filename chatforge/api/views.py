@@ -1,0 +1,97 @@
+"""REST views: check input, call one service or selector, serialize.
+
+Every query is scoped to the requesting user, so another user's conversation
+or run is simply not found (404), never "forbidden" (which would confirm it
+exists).
+"""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chatforge.conversations import selectors
+from chatforge.conversations.models import Conversation
+from orchestration.services.runs import RunOptions, run_request_cancel, run_start
+
+from .serializers import (
+    ConversationSerializer,
+    MessageCreateSerializer,
+    MessageSerializer,
+    RunAcceptedSerializer,
+    RunSerializer,
+)
+
+
+def _event_urls(request: Request, run_id: str) -> dict[str, str]:
+    scheme = "wss" if request.is_secure() else "ws"
+    host = request.get_host()
+    return {
+        "events_ws": f"{scheme}://{host}/ws/runs/{run_id}/",
+        "events_sse": request.build_absolute_uri(f"/api/runs/{run_id}/events/"),
+    }
+
+
+class ConversationViewSet(
+    mixins.CreateModelMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    serializer_class = ConversationSerializer
+
+    def get_queryset(self):
+        return selectors.conversations_of(self.request.user)
+
+    def perform_create(self, serializer: ConversationSerializer) -> None:
+        serializer.save(user=self.request.user)
+
+    @extend_schema(methods=["get"], responses=MessageSerializer(many=True))
+    @extend_schema(methods=["post"], request=MessageCreateSerializer, responses={202: RunAcceptedSerializer})
+    @action(detail=True, methods=["get", "post"], url_path="messages")
+    def messages(self, request: Request, pk: str | None = None) -> Response:
+        conversation: Conversation = self.get_object()
+        if request.method == "GET":
+            page = self.paginate_queryset(selectors.messages_of(conversation))
+            return self.get_paginated_response(MessageSerializer(page, many=True).data)
+        payload = MessageCreateSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        run = run_start(
+            user=request.user,
+            conversation=conversation,
+            content=data["content"],
+            options=RunOptions(
+                model=data.get("model") or "",
+                tools=data.get("tools"),
+                max_iterations=data.get("max_iterations"),
+                reasoning_effort=data.get("reasoning_effort"),
+            ),
+        )
+        body = {
+            "conversation_id": str(conversation.id),
+            "message_id": str(run.user_message_id),
+            "run_id": str(run.id),
+            "status": run.status,
+            **_event_urls(request, str(run.id)),
+        }
+        return Response(RunAcceptedSerializer(body).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RunViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = RunSerializer
+
+    def get_queryset(self):
+        return selectors.runs_of(self.request.user)
+
+    @extend_schema(request=None, responses={202: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        run = get_object_or_404(self.get_queryset(), pk=pk)
+        run = run_request_cancel(run=run)
+        return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

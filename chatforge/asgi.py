@@ -1,0 +1,24 @@
+"""ASGI entry point: HTTP goes to Django, websockets to the Channels router.
+
+In embedded mode the Celery worker threads start here, inside the server
+process, so any ASGI server gives a working ChatForge with no other process.
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatforge.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
+
+from chatforge.realtime.routing import websocket_application  # noqa: E402
+
+if settings.EMBEDDED:
+    from chatforge.runtime.embedded_worker import start_embedded_worker
+
+    start_embedded_worker()
+
+application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application})

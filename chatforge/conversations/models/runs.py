@@ -1,0 +1,138 @@
+"""The run and its step ledger: Postgres is the only source of truth.
+
+Every Celery task is a pure function of ``(run_id, step)`` plus these rows. A
+step row is created by whoever decides the step should happen (in the same
+transaction as that decision), claimed by the task that runs it, and
+completed with a conditional write, so a step delivered twice is a no-op.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        "conversations.Conversation", on_delete=models.CASCADE, related_name="runs"
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    user_message = models.ForeignKey(
+        "conversations.Message", on_delete=models.CASCADE, related_name="+"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    model = models.CharField(max_length=200)
+    # The LLM turn the run is at (0-based). Tool rounds happen between turns.
+    iteration = models.IntegerField(default=0)
+    # Request options: tools (names), max_iterations, reasoning_effort, ...
+    options = models.JSONField(default=dict, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    finish_reason = models.CharField(max_length=32, blank=True)
+    max_iterations_reached = models.BooleanField(default=False)
+    usage = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Touched by every step; the sweeper re-enqueues runs whose heartbeat is stale.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["conversation", "-created_at"], name="run_conv_created"),
+            models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class StepStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+
+
+class LlmTurn(models.Model):
+    """One call of the model within a run (memoised: never repeated once done)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="turns")
+    iteration = models.IntegerField()
+    status = models.CharField(max_length=16, choices=StepStatus.choices, default=StepStatus.PENDING)
+    offered_tools = models.BooleanField(default=True)
+    text = models.TextField(blank=True)
+    reasoning = models.TextField(blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)  # [{id, name, arguments}]
+    finish_reason = models.CharField(max_length=32, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    response_id = models.CharField(max_length=200, blank=True)
+    deliveries = models.IntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "iteration"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "iteration"], name="one_turn_per_iteration")
+        ]
+
+
+class ToolInvocation(models.Model):
+    """One tool call of one round; ``(run, tool_call_id)`` is its identity."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        SUCCESS = "success"
+        ERROR = "error"
+        TIMEOUT = "timeout"
+        CANCELLED = "cancelled"
+
+    FINISHED = (Status.SUCCESS, Status.ERROR, Status.TIMEOUT, Status.CANCELLED)
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_invocations")
+    tool_call_id = models.CharField(max_length=128)
+    iteration = models.IntegerField()
+    position = models.IntegerField(default=0)  # order within the round
+    name = models.CharField(max_length=128)
+    arguments = models.TextField(blank=True)  # raw JSON text as the model sent it
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    output = models.TextField(blank=True)  # what the model is given
+    result = models.JSONField(null=True, blank=True)  # executor result dict
+    error = models.TextField(blank=True)
+    attempts = models.IntegerField(default=0)
+    deliveries = models.IntegerField(default=0)
+    duration_ms = models.IntegerField(null=True, blank=True)
+    text_offset = models.IntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "iteration", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "tool_call_id"], name="one_invocation_per_call")
+        ]
+        indexes = [models.Index(fields=["run", "iteration", "status"], name="inv_run_iter_status")]
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED

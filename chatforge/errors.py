@@ -1,0 +1,38 @@
+"""One application error base: a code, an HTTP status and a message a person
+can act on. The API's exception handler turns these into JSON."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class ErrorCode(StrEnum):
+    INVALID_REQUEST = "invalid_request"
+    UNKNOWN_TOOL = "unknown_tool"
+    UNKNOWN_MODEL = "unknown_model"
+    NOT_FOUND = "not_found"
+    CONFLICT = "conflict"
+
+
+class ChatForgeError(Exception):
+    code: ErrorCode = ErrorCode.INVALID_REQUEST
+    status_code: int = 400
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+
+class InvalidRequest(ChatForgeError):
+    pass
+
+
+class UnknownTool(ChatForgeError):
+    code = ErrorCode.UNKNOWN_TOOL
+
+
+class RunNotActive(ChatForgeError):
+    code = ErrorCode.CONFLICT
+    status_code = 409

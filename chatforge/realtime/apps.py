@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RealtimeConfig(AppConfig):
+    name = "chatforge.realtime"
+    label = "realtime"

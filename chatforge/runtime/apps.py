@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RuntimeConfig(AppConfig):
+    name = "chatforge.runtime"
+    label = "runtime"

@@ -1,0 +1,40 @@
+"""Serve ChatForge over HTTP and websockets with uvicorn.
+
+In embedded mode this is the whole system in one process (the ASGI module
+starts the worker threads). In distributed mode it is one web process; run
+`celery -A chatforge worker` processes beside it.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Run the ASGI server (HTTP + websockets)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--workers", type=int, default=1, help="Web processes (distributed mode).")
+
+    def handle(self, *args, host: str, port: int, workers: int, **options) -> None:
+        import uvicorn
+
+        if settings.EMBEDDED and workers != 1:
+            self.stderr.write("Embedded mode runs one process; ignoring --workers.")
+            workers = 1
+        self.stdout.write(
+            f"ChatForge ({settings.CHATFORGE_MODE} mode) on http://{host}:{port}/  "
+            f"API docs: http://{host}:{port}/api/docs/"
+        )
+        uvicorn.run(
+            "chatforge.asgi:application",
+            host=host,
+            port=port,
+            workers=workers,
+            lifespan="off",
+            log_level=settings.LOG_LEVEL.lower(),
+            ws="websockets",
+        )

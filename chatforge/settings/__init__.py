@@ -1,0 +1,10 @@
+"""ChatForge settings, split by concern. Everything comes from the environment
+through ``chatforge.env``; nothing here needs editing to deploy."""
+
+from .base import *  # noqa: F401,F403
+from .database import *  # noqa: F401,F403
+from .queues import *  # noqa: F401,F403
+from .realtime import *  # noqa: F401,F403
+from .api import *  # noqa: F401,F403
+from .engine import *  # noqa: F401,F403
+from .logging import *  # noqa: F401,F403

@@ -1,0 +1,99 @@
+"""Django core settings: apps, middleware, security."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from chatforge.env import env
+
+from .mode import CHATFORGE_MODE, EMBEDDED  # noqa: F401
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+# Embedded mode is a development/demo mode: debug on unless told otherwise.
+# Distributed mode is how production runs: debug off unless told otherwise.
+DEBUG: bool = env.bool("DJANGO_DEBUG", default=EMBEDDED)
+
+_INSECURE_KEY = "chatforge-insecure-development-key-do-not-use-in-production"
+SECRET_KEY: str = env.str("DJANGO_SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set. Production (DJANGO_DEBUG=false) refuses to "
+            "start without a real secret key: generate one with "
+            "`python -c \"import secrets; print(secrets.token_urlsafe(50))\"`."
+        )
+    SECRET_KEY = _INSECURE_KEY
+elif not DEBUG and (SECRET_KEY == _INSECURE_KEY or len(SECRET_KEY) < 32):
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is too weak for production: use at least 32 random characters."
+    )
+
+ALLOWED_HOSTS: list[str] = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS: list[str] = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "chatforge.accounts",
+    "chatforge.conversations",
+    "chatforge.api",
+    "chatforge.realtime",
+    "chatforge.runtime",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "chatforge.urls"
+ASGI_APPLICATION = "chatforge.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+if not DEBUG:
+    SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
+    CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

@@ -1,0 +1,16 @@
+"""URL routes: health, REST API, OpenAPI, admin."""
+
+from django.contrib import admin
+from django.urls import include, path
+
+from chatforge.api import health
+
+urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("api/", include("chatforge.api.urls")),
+    path("admin/", admin.site.urls),
+]
+
+handler404 = "chatforge.api.errors.not_found_view"
+handler500 = "chatforge.api.errors.server_error_view"

@@ -1,0 +1,74 @@
+"""An in-process event log for embedded mode (workers are threads here).
+
+Same guarantees as the Redis backend within one process. Old runs are
+forgotten after ``max_runs`` to bound memory in a long-lived dev server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from .base import Event
+
+
+@dataclass
+class _RunLog:
+    events: list[Event] = field(default_factory=list)
+    dedupe: set[str] = field(default_factory=set)
+    ended: bool = False
+
+
+class InMemoryEventLog:
+    def __init__(self, *, max_runs: int = 1000) -> None:
+        self._runs: OrderedDict[str, _RunLog] = OrderedDict()
+        self._max_runs = max_runs
+        self._changed = threading.Condition()
+
+    def append(
+        self, run_id: str, event: Event, *, dedupe_key: str | None = None, terminal: bool = False
+    ) -> int | None:
+        with self._changed:
+            log = self._runs.get(run_id)
+            if log is None:
+                log = self._runs[run_id] = _RunLog()
+                while len(self._runs) > self._max_runs:
+                    self._runs.popitem(last=False)
+            if log.ended:
+                return None
+            if dedupe_key is not None:
+                if dedupe_key in log.dedupe:
+                    return None
+                log.dedupe.add(dedupe_key)
+            seq = len(log.events) + 1
+            log.events.append({"seq": seq, **event})
+            log.ended = terminal
+            self._changed.notify_all()
+            return seq
+
+    def read(self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500) -> list[Event]:
+        with self._changed:
+            events = self._slice(run_id, after, count)
+            if not events and block_ms:
+                self._changed.wait_for(
+                    lambda: bool(self._slice(run_id, after, 1)), timeout=block_ms / 1000
+                )
+                events = self._slice(run_id, after, count)
+            return events
+
+    async def aread(
+        self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500
+    ) -> list[Event]:
+        return await asyncio.to_thread(self.read, run_id, after=after, block_ms=block_ms, count=count)
+
+    def delete(self, run_id: str) -> None:
+        with self._changed:
+            self._runs.pop(run_id, None)
+
+    def _slice(self, run_id: str, after: int, count: int) -> list[Event]:
+        log = self._runs.get(run_id)
+        if log is None:
+            return []
+        return log.events[after : after + count]

@@ -1,0 +1,148 @@
+"""The one module that publishes run events (the event protocol contract).
+
+Each event type has a function here with its payload shape. Events about a
+database change are published after the transaction commits (``on_commit``)
+so a client never hears of a state the database does not hold; streaming
+deltas are published at once. Events that a redelivered step may publish
+again carry a dedupe key and reach the log once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import transaction
+
+from .event_log import get_event_log
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """What an event needs to know about its run, without a database read."""
+
+    run_id: str
+    conversation_id: str
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _publish(
+    ref: RunRef,
+    type_: str,
+    data: dict[str, Any],
+    *,
+    dedupe_key: str | None = None,
+    terminal: bool = False,
+) -> int | None:
+    event = {
+        "type": type_,
+        "run_id": ref.run_id,
+        "conversation_id": ref.conversation_id,
+        "ts": _now(),
+        "data": data,
+    }
+    return get_event_log().append(ref.run_id, event, dedupe_key=dedupe_key, terminal=terminal)
+
+
+def _publish_on_commit(ref: RunRef, type_: str, data: dict[str, Any], **kwargs: Any) -> None:
+    transaction.on_commit(lambda: _publish(ref, type_, data, **kwargs))
+
+
+def run_started(ref: RunRef, *, message_id: str) -> None:
+    _publish(
+        ref,
+        "run.started",
+        {"conversation_id": ref.conversation_id, "message_id": message_id},
+        dedupe_key="run.started",
+    )
+
+
+def llm_started(ref: RunRef, *, iteration: int) -> None:
+    # Not deduplicated: a turn that is run again (its worker died) announces
+    # itself again, telling clients to drop that iteration's partial text.
+    _publish(ref, "llm.started", {"iteration": iteration})
+
+
+def content_delta(ref: RunRef, *, text: str) -> None:
+    _publish(ref, "content.delta", {"text": text})
+
+
+def reasoning_delta(ref: RunRef, *, text: str) -> None:
+    _publish(ref, "reasoning.delta", {"text": text})
+
+
+def tool_call(
+    ref: RunRef, *, tool_call_id: str, name: str, arguments: str, iteration: int, text_offset: int
+) -> None:
+    _publish_on_commit(
+        ref,
+        "tool_call",
+        {
+            "id": tool_call_id,
+            "name": name,
+            "arguments": arguments,
+            "iteration": iteration,
+            "text_offset": text_offset,
+        },
+        dedupe_key=f"tool_call:{tool_call_id}",
+    )
+
+
+def tool_retry(ref: RunRef, *, tool_call_id: str, attempt: int, error: str) -> None:
+    _publish(ref, "tool.retry", {"tool_call_id": tool_call_id, "attempt": attempt, "error": error})
+
+
+def tool_output(
+    ref: RunRef, *, tool_call_id: str, name: str, output: str, status: str, execution_time_ms: int
+) -> None:
+    _publish_on_commit(
+        ref,
+        "tool_output",
+        {
+            "tool_call_id": tool_call_id,
+            "name": name,
+            "output": output,
+            "status": status,
+            "execution_time_ms": execution_time_ms,
+        },
+        dedupe_key=f"tool_output:{tool_call_id}",
+    )
+
+
+def run_completed(
+    ref: RunRef,
+    *,
+    message_id: str,
+    finish_reason: str,
+    usage: dict[str, int],
+    max_iterations_reached: bool,
+) -> None:
+    _publish_on_commit(
+        ref,
+        "run.completed",
+        {
+            "message_id": message_id,
+            "finish_reason": finish_reason,
+            "usage": usage,
+            "max_iterations_reached": max_iterations_reached,
+        },
+        terminal=True,
+    )
+
+
+def run_failed(ref: RunRef, *, error: str, message_id: str | None = None) -> None:
+    _publish_on_commit(ref, "run.failed", {"error": error, "message_id": message_id}, terminal=True)
+
+
+def run_cancelled(ref: RunRef, *, message_id: str | None = None) -> None:
+    _publish_on_commit(ref, "run.cancelled", {"message_id": message_id}, terminal=True)
+
+
+TERMINAL_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled"})

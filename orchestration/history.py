@@ -1,0 +1,45 @@
+"""The provider-neutral messages for an LLM turn: the conversation so far
+(stored tool rounds expanded) plus this run's own rounds up to now."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
+
+from .providers.base import ChatMessage
+from .rounds import expand_rounds, tool_rounds_from_ledger
+
+FORCED_FINAL_NOTE = (
+    "You have reached the limit of tool calls for this request. Answer the user now "
+    "with the information gathered so far, without calling any tools."
+)
+
+
+def conversation_messages(run: Run) -> list[ChatMessage]:
+    """Messages of the conversation up to and including the run's user message."""
+    messages: list[ChatMessage] = []
+    if settings.CHATFORGE_SYSTEM_PROMPT:
+        messages.append(ChatMessage(role="system", content=settings.CHATFORGE_SYSTEM_PROMPT))
+    history = Message.objects.filter(
+        conversation_id=run.conversation_id,
+        created_at__lte=run.user_message.created_at,
+    ).exclude(run=run)
+    for message in history.order_by("created_at", "id"):
+        if message.role == Message.Role.ASSISTANT:
+            messages.extend(expand_rounds(message.tool_rounds or []))
+            if message.content:
+                messages.append(ChatMessage(role="assistant", content=message.content))
+        elif message.role in (Message.Role.USER, Message.Role.SYSTEM):
+            messages.append(ChatMessage(role=message.role, content=message.content))
+    return messages
+
+
+def messages_for_turn(run: Run, iteration: int, *, offer_tools: bool) -> list[ChatMessage]:
+    messages = conversation_messages(run)
+    turns = LlmTurn.objects.filter(run=run, iteration__lt=iteration)
+    invocations = ToolInvocation.objects.filter(run=run, iteration__lt=iteration)
+    messages.extend(expand_rounds(tool_rounds_from_ledger(turns, invocations)))
+    if not offer_tools and iteration > 0:
+        messages.append(ChatMessage(role="system", content=FORCED_FINAL_NOTE))
+    return messages

@@ -1,0 +1,98 @@
+"""Compact tool rounds (seed 003) built from the step ledger, and expanded
+back into provider-neutral messages.
+
+One round = the text the model streamed before asking for tools, the calls,
+and their results. The same functions serve the final assistant message
+(stored compactly) and the messages of the next turn of a run in progress.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, TypedDict
+
+from chatforge.conversations.models import LlmTurn, ToolInvocation
+
+from .providers.base import ChatMessage, ToolCall
+
+INTERRUPTED_OUTPUT = "Error: this tool call did not finish because the run ended first."
+
+
+class RoundCall(TypedDict):
+    id: str
+    name: str
+    arguments: str
+
+
+class RoundResult(TypedDict):
+    tool_call_id: str
+    name: str
+    output: str
+    status: str
+    execution_time_ms: int
+
+
+class ToolRound(TypedDict):
+    iteration: int
+    assistant_response: str
+    tool_calls: list[RoundCall]
+    results: list[RoundResult]
+
+
+def tool_rounds_from_ledger(
+    turns: Iterable[LlmTurn], invocations: Iterable[ToolInvocation]
+) -> list[ToolRound]:
+    """Rounds for every completed turn that asked for tools, in order. A call
+    that never finished gets a result saying so, keeping the history valid
+    for providers that require an answer to every call."""
+    by_call = {inv.tool_call_id: inv for inv in invocations}
+    rounds: list[ToolRound] = []
+    for turn in sorted(turns, key=lambda t: t.iteration):
+        if turn.status != "completed" or not turn.tool_calls:
+            continue
+        results: list[RoundResult] = []
+        for call in turn.tool_calls:
+            inv = by_call.get(call["id"])
+            finished = inv is not None and inv.is_finished
+            results.append(
+                {
+                    "tool_call_id": call["id"],
+                    "name": call["name"],
+                    "output": inv.output if finished else INTERRUPTED_OUTPUT,
+                    "status": inv.status if finished else "cancelled",
+                    "execution_time_ms": (inv.duration_ms or 0) if finished else 0,
+                }
+            )
+        rounds.append(
+            {
+                "iteration": turn.iteration,
+                "assistant_response": turn.text,
+                "tool_calls": [
+                    {"id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+                    for c in turn.tool_calls
+                ],
+                "results": results,
+            }
+        )
+    return rounds
+
+
+def expand_rounds(rounds: Iterable[dict[str, Any]]) -> list[ChatMessage]:
+    """Each round becomes an assistant message carrying its text and calls,
+    then one tool message per result (adapters split further if their vendor
+    wants the text separate)."""
+    messages: list[ChatMessage] = []
+    for rnd in rounds:
+        calls = tuple(
+            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in rnd["tool_calls"]
+        )
+        messages.append(
+            ChatMessage(role="assistant", content=rnd.get("assistant_response") or None, tool_calls=calls)
+        )
+        for res in rnd["results"]:
+            messages.append(
+                ChatMessage(
+                    role="tool", content=res["output"], tool_call_id=res["tool_call_id"], name=res["name"]
+                )
+            )
+    return messages

@@ -1,0 +1,103 @@
+"""Ending a run: ONE transaction writes the assistant message (final text,
+compact tool rounds, usage) and the run's final status; the terminal event is
+published after it commits. Completion, failure, cancellation and the
+iteration cap all end here, and running it twice changes nothing."""
+
+from __future__ import annotations
+
+import logging
+from enum import StrEnum
+
+from django.db import transaction
+from django.utils import timezone
+
+from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
+
+from .. import events
+from ..rounds import tool_rounds_from_ledger
+from .ledger import lock_run, ref
+
+logger = logging.getLogger(__name__)
+
+
+class Outcome(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+_MESSAGE_STATUS = {
+    Outcome.COMPLETED: Message.Status.FINAL,
+    Outcome.FAILED: Message.Status.ERROR,
+    Outcome.CANCELLED: Message.Status.CANCELLED,
+}
+
+
+def _sum_usage(turns: list[LlmTurn]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for turn in turns:
+        for key, value in (turn.usage or {}).items():
+            if isinstance(value, int):
+                total[key] = total.get(key, 0) + value
+    return total
+
+
+def _publish_terminal(run: Run, message_id: str | None) -> None:
+    r = ref(run)
+    if run.status == Run.Status.COMPLETED:
+        events.run_completed(
+            r,
+            message_id=message_id or "",
+            finish_reason=run.finish_reason,
+            usage=run.usage,
+            max_iterations_reached=run.max_iterations_reached,
+        )
+    elif run.status == Run.Status.FAILED:
+        events.run_failed(r, error=run.error, message_id=message_id)
+    else:
+        events.run_cancelled(r, message_id=message_id)
+
+
+def run_finalize(
+    *, run_id: str, outcome: Outcome, error: str = "", partial_text: str = ""
+) -> None:
+    with transaction.atomic():
+        run = lock_run(run_id)
+        if run is None:
+            return
+        if run.is_terminal:
+            # Delivered again: re-publish the terminal event in case the first
+            # delivery died between commit and publish (the log keeps one).
+            existing = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).first()
+            _publish_terminal(run, str(existing.id) if existing else None)
+            return
+        turns = list(LlmTurn.objects.filter(run=run, status="completed").order_by("iteration"))
+        invocations = list(ToolInvocation.objects.filter(run=run))
+        last = turns[-1] if turns else None
+        final_turn = last if last is not None and not last.tool_calls else None
+        text = final_turn.text if final_turn is not None else partial_text
+        message = Message.objects.create(
+            conversation_id=run.conversation_id,
+            run=run,
+            role=Message.Role.ASSISTANT,
+            content=text,
+            tool_rounds=tool_rounds_from_ledger(turns, invocations),
+            reasoning_tokens=(final_turn.usage or {}).get("reasoning_tokens") if final_turn else None,
+            response_id=final_turn.response_id if final_turn else "",
+            finish_reason=final_turn.finish_reason if final_turn else "",
+            status=_MESSAGE_STATUS[outcome],
+            model=run.model,
+            usage=_sum_usage(turns),
+        )
+        now = timezone.now()
+        run.status = Run.Status(outcome.value)
+        run.error = error
+        run.finish_reason = message.finish_reason or outcome.value
+        run.usage = message.usage
+        run.max_iterations_reached = final_turn is not None and not final_turn.offered_tools and final_turn.iteration > 0
+        run.finished_at = now
+        run.heartbeat_at = now
+        run.save()
+        Conversation.objects.filter(pk=run.conversation_id).update(updated_at=now)
+        _publish_terminal(run, str(message.id))
+    logger.info("run %s ended: %s", run_id, outcome.value)

@@ -1,0 +1,50 @@
+"""Celery tasks: thin interfaces over the engine's services.
+
+Each takes ids only, and the service it calls checks the ledger first, so a
+redelivered task (acks_late, reject_on_worker_lost) is a no-op or a clean
+re-run. Database hiccups are retried with backoff; everything else is the
+service's to turn into a run outcome.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+
+from .services.finalize import Outcome, run_finalize
+from .services.llm_turns import llm_turn_execute
+from .services.sweeper import sweep_stalled_runs as sweep
+from .services.tool_steps import tool_call_execute
+
+_DB_RETRY = {
+    "autoretry_for": (OperationalError, InterfaceError),
+    "retry_backoff": True,
+    "retry_backoff_max": 30,
+    "retry_jitter": True,
+    "max_retries": 5,
+}
+
+
+@shared_task(name="chatforge.llm_turn", time_limit=settings.CHATFORGE_LLM_HARD_TIME_LIMIT_S, **_DB_RETRY)
+def llm_turn(run_id: str, iteration: int) -> None:
+    llm_turn_execute(run_id=run_id, iteration=iteration)
+
+
+@shared_task(
+    name="chatforge.tool_call",
+    time_limit=settings.CHATFORGE_TOOL_HARD_TIME_LIMIT_S,
+    **_DB_RETRY,
+)
+def tool_call(run_id: str, tool_call_id: str) -> None:
+    tool_call_execute(run_id=run_id, tool_call_id=tool_call_id)
+
+
+@shared_task(name="chatforge.finalize_run", **_DB_RETRY)
+def finalize_run(run_id: str, outcome: str, error: str = "") -> None:
+    run_finalize(run_id=run_id, outcome=Outcome(outcome), error=error)
+
+
+@shared_task(name="chatforge.sweep_stalled_runs")
+def sweep_stalled_runs() -> int:
+    return sweep()

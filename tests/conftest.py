@@ -1,0 +1,70 @@
+"""Fixtures for the running services: Postgres and Redis (real, local), the
+fake LLM server (a real HTTP server on loopback), and a distributed
+ChatForge stack (real worker and server processes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from django.conf import settings
+
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.stack import DistributedStack, distributed_stack
+
+
+@pytest.fixture(scope="session")
+def fake_llm() -> Iterator[FakeOpenAIServer]:
+    server = FakeOpenAIServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+QUEUES = ("llm", "tools", "default")
+
+
+@pytest.fixture
+def idle_broker() -> redis.Redis:
+    """The pytest process's broker, where no worker listens: what the engine
+    enqueues stays there to be counted. Only the queue lists are emptied
+    (flushing would also drop Kombu's exchange bindings)."""
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    client.delete(*QUEUES)
+    return client
+
+
+def _test_database_url() -> str:
+    db = settings.DATABASES["default"]
+    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def stack(django_db_setup, django_db_blocker, fake_llm: FakeOpenAIServer) -> Iterator[DistributedStack]:
+    """Workers and web server against the test database, the test Redis and
+    the fake LLM. Tests using it must commit their data
+    (``django_db(transaction=True)``) so the other processes can see it."""
+    with django_db_blocker.unblock():
+        database_url = _test_database_url()
+    with distributed_stack(
+        database_url=database_url,
+        redis_url=settings.REDIS_URL,
+        extra_env={"OPENAI_BASE_URL": fake_llm.base_url, "OPENAI_API_KEY": "test-key",
+                   "CHATFORGE_DEMO_TOKEN_DELAY_S": "0"},
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+def make_user(django_user_model):
+    """A user and a fresh API token for them: ``(user, token)``."""
+    from chatforge.accounts.tokens import api_token_create
+
+    counter = iter(range(1_000_000))
+
+    def make(username: str | None = None):
+        user = django_user_model.objects.create_user(username=username or f"user{next(counter)}", password="pw")
+        return user, api_token_create(user=user, name="test").plaintext
+
+    return make

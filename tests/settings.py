@@ -1,0 +1,19 @@
+"""Settings for the pytest process: distributed mode against the local
+Postgres and Redis (overridable through the same environment variables).
+
+The pytest process gets a broker database that no worker listens on, so
+tests that deliver steps directly can see exactly what the engine enqueued.
+The worker and server processes the integration tests start use the real
+``chatforge.settings`` with their own environment (see ``tests/support/stack.py``).
+"""
+
+import os
+
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/chatforge")
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-secret-key-0123456789-abcdefghijklmnop")
+os.environ.setdefault("CHATFORGE_DEMO_TOKEN_DELAY_S", "0")
+
+from chatforge.settings import *  # noqa: E402,F401,F403
+
+CELERY_BROKER_URL = os.environ.get("CHATFORGE_TEST_IDLE_BROKER_URL", "redis://127.0.0.1:6379/14")

@@ -1,0 +1,139 @@
+"""Real ChatForge processes for integration tests and benchmarks: Celery
+workers (an LLM worker on threads, a tools worker on prefork, as in
+production) and a uvicorn ASGI server, each a subprocess with its own
+environment, started and stopped cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.popen.poll() is not None:
+            return
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(5)
+
+
+def start_process(name: str, args: list[str], env: dict[str, str], log_dir: Path) -> Process:
+    log_path = log_dir / f"{name}.log"
+    log_file = open(log_path, "w")  # noqa: SIM115 - the child owns it
+    popen = subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    return Process(name, popen, log_path)
+
+
+def wait_for(predicate, *, timeout: float, what: str, process: Process | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.popen.poll() is not None:
+            raise RuntimeError(f"{process.name} exited while waiting for {what}:\n{process.log()[-4000:]}")
+        if predicate():
+            return
+        time.sleep(0.1)
+    tail = process.log()[-4000:] if process else ""
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}\n{tail}")
+
+
+def start_worker(name: str, *, queues: str, pool: str, concurrency: int, env: dict[str, str], log_dir: Path) -> Process:
+    args = [
+        sys.executable, "-m", "celery", "-A", "chatforge", "worker",
+        "-Q", queues, "-P", pool, "-c", str(concurrency), "-n", f"{name}@%h",
+        "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO",
+    ]
+    proc = start_process(name, args, env, log_dir)
+    wait_for(lambda: " ready." in proc.log(), timeout=60, what=f"worker {name}", process=proc)
+    return proc
+
+
+def start_server(*, port: int, env: dict[str, str], log_dir: Path, name: str = "server") -> Process:
+    args = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    proc = start_process(name, args, env, log_dir)
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(healthy, timeout=60, what="the ASGI server", process=proc)
+    return proc
+
+
+def base_env(**overrides: str) -> dict[str, str]:
+    """The parent's environment without settings a test must choose itself."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL", "CHATFORGE_", "DJANGO_", "OPENAI_"))}
+    env["PYTHONUNBUFFERED"] = "1"
+    env["DJANGO_SETTINGS_MODULE"] = "chatforge.settings"
+    env.update(overrides)
+    return env
+
+
+@dataclass
+class DistributedStack:
+    http_url: str
+    ws_url: str
+    processes: list[Process] = field(default_factory=list)
+
+    def logs(self) -> str:
+        return "\n".join(f"===== {p.name}\n{p.log()[-3000:]}" for p in self.processes)
+
+
+@contextmanager
+def distributed_stack(
+    *, database_url: str, redis_url: str, extra_env: dict[str, str] | None = None,
+    llm_concurrency: int = 8, tool_concurrency: int = 4,
+) -> Iterator[DistributedStack]:
+    """An LLM worker (threads), a tools worker (prefork) and one web process."""
+    log_dir = Path(tempfile.mkdtemp(prefix="chatforge-stack-"))
+    env = base_env(
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        DJANGO_SECRET_KEY="integration-tests-secret-key-0123456789-abcdefgh",
+        CHATFORGE_LOG_LEVEL="INFO",
+        **(extra_env or {}),
+    )
+    port = free_port()
+    stack = DistributedStack(http_url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}")
+    try:
+        stack.processes.append(start_worker("llm", queues="llm,default", pool="threads", concurrency=llm_concurrency, env=env, log_dir=log_dir))
+        stack.processes.append(start_worker("tools", queues="tools", pool="prefork", concurrency=tool_concurrency, env=env, log_dir=log_dir))
+        stack.processes.append(start_server(port=port, env=env, log_dir=log_dir))
+        yield stack
+    finally:
+        for proc in reversed(stack.processes):
+            proc.stop()
