@@ -15,8 +15,12 @@ class Command(BaseCommand):
         parser.add_argument("--username", default="demo")
         parser.add_argument("--password", default="demo")
         parser.add_argument("--token-only", action="store_true", help="Print only the token.")
+        parser.add_argument("--instructions", action="store_true", help="Also print how to chat.")
+        parser.add_argument("--base-url", default="http://127.0.0.1:8000")
 
-    def handle(self, *args, username: str, password: str, token_only: bool, **options) -> None:
+    def handle(
+        self, *args, username: str, password: str, token_only: bool, instructions: bool, base_url: str, **options
+    ) -> None:
         user_model = get_user_model()
         user, created = user_model.objects.get_or_create(username=username)
         if created:
@@ -29,3 +33,20 @@ class Command(BaseCommand):
         verb = "Created" if created else "Reusing"
         self.stdout.write(f"{verb} user '{username}' (password '{password}' if newly created).")
         self.stdout.write(f"API token: {issued.plaintext}")
+        if instructions:
+            self.stdout.write(_INSTRUCTIONS.format(base=base_url, token=issued.plaintext))
+
+
+_INSTRUCTIONS = """
+Chat with ChatForge (the built-in demo model answers time and arithmetic questions with tools):
+
+  export TOKEN={token}
+  CONV=$(curl -s -X POST -H "Authorization: Bearer $TOKEN" {base}/api/conversations/ | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  curl -s -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \\
+       -d '{{"content": "What time is it in Tokyo, and what is 17*23?"}}' {base}/api/conversations/$CONV/messages/
+  # follow the run live: connect a websocket client to the events_ws URL in that reply, with the same
+  # Authorization header (or ?token=$TOKEN), e.g.  python -m websockets "<events_ws>?token=$TOKEN"
+  curl -s -H "Authorization: Bearer $TOKEN" {base}/api/conversations/$CONV/messages/
+
+API docs: {base}/api/docs/   (log in at {base}/admin/ as the demo user to use the browsable API)
+"""

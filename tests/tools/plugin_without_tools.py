@@ -1,0 +1,3 @@
+"""A module that forgot to define TOOLS."""
+
+TOOL_LIST: list[object] = []

@@ -1,0 +1,152 @@
+"""What a tool is: data (name, description, JSON schema, policy) plus a function.
+
+Keeping tools as plain frozen dataclasses means the registry, the executor, the
+run engine and tests can all build and inspect them without any framework.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+SideEffects = Literal["read_only", "idempotent", "not_idempotent"]
+_SIDE_EFFECTS: frozenset[str] = frozenset({"read_only", "idempotent", "not_idempotent"})
+
+# Providers (OpenAI, Ollama, Gemini) all accept this alphabet; anything else is
+# rejected by at least one of them when the spec is sent, which is too late.
+_NAME_PATTERN = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True)
+class ToolPolicy:
+    """How the executor runs one tool: its time budget and retry behaviour.
+
+    One policy object per tool keeps the answer to "which retry budget applies?"
+    in a single place.
+    """
+
+    timeout_s: float = 10.0
+    # Total attempts for transient failures; 1 means no retry.
+    max_attempts: int = 1
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 8.0
+    # A failed or timed-out call may still have had its effect, so only
+    # read-only and idempotent tools are ever retried.
+    side_effects: SideEffects = "read_only"
+    # Stored now so tool definitions do not change later; honoured in a later issue.
+    requires_approval: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s!r}")
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts!r}")
+        if self.backoff_initial_s < 0 or self.backoff_max_s < 0:
+            raise ValueError("backoff_initial_s and backoff_max_s must not be negative")
+        if self.side_effects not in _SIDE_EFFECTS:
+            raise ValueError(
+                f"side_effects must be one of {sorted(_SIDE_EFFECTS)}, got {self.side_effects!r}"
+            )
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Who and what a tool call belongs to, passed to every handler.
+
+    Handlers with side effects use ``idempotency_key`` so that a Celery
+    redelivery or a retry of the same tool call does not act twice.
+    """
+
+    run_id: str | None = None
+    tool_call_id: str | None = None
+    user_id: int | None = None
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """A key stable across retries and redeliveries of one tool call, if known."""
+        if self.run_id is None or self.tool_call_id is None:
+            return None
+        return f"{self.run_id}:{self.tool_call_id}"
+
+
+Handler = Callable[[dict[str, Any], ToolContext], Any]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the model may call.
+
+    Everything is checked at construction, so a bad name or schema fails at
+    start-up rather than when a provider rejects the request mid-conversation.
+    ``handler`` may be a plain function or a coroutine function; it receives
+    arguments already validated against ``parameters``.
+    """
+
+    name: str
+    description: str
+    # JSON Schema (Draft 2020-12) of the arguments object. Excluded from the hash
+    # because dicts are unhashable; the name identifies a tool anyway.
+    parameters: dict[str, Any] = field(hash=False)
+    handler: Handler
+    policy: ToolPolicy = ToolPolicy()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME_PATTERN.fullmatch(self.name):
+            raise ValueError(
+                f"Invalid tool name {self.name!r}: use 1-64 characters from a-z, A-Z, 0-9, '_' and '-'"
+            )
+        if not isinstance(self.description, str) or not self.description.strip():
+            raise ValueError(f"Tool {self.name!r} needs a non-empty description")
+        if not callable(self.handler):
+            raise TypeError(f"Tool {self.name!r}: handler must be callable")
+        if not isinstance(self.policy, ToolPolicy):
+            raise TypeError(f"Tool {self.name!r}: policy must be a ToolPolicy")
+        _check_parameters_schema(self.name, self.parameters)
+        # Own a copy so that later edits to the caller's dict cannot change a
+        # registered tool behind the registry's back.
+        object.__setattr__(self, "parameters", copy.deepcopy(self.parameters))
+
+    @cached_property
+    def validator(self) -> Draft202012Validator:
+        """The validator for ``parameters``, built once per tool rather than per call."""
+        return Draft202012Validator(
+            self.parameters, format_checker=Draft202012Validator.FORMAT_CHECKER
+        )
+
+    def spec(self) -> dict[str, Any]:
+        """The tool in OpenAI function-tool format.
+
+        The schema is a copy: provider adapters sometimes rewrite schemas (strict
+        mode, Gemini's subset) and must not alter the registered tool.
+        """
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": copy.deepcopy(self.parameters),
+            },
+        }
+
+
+def _check_parameters_schema(name: str, parameters: object) -> None:
+    """Refuse a parameters schema that is invalid or does not describe an object.
+
+    Tool arguments are always a JSON object, so a schema of anything else can
+    never validate a call.
+    """
+    if not isinstance(parameters, dict):
+        raise TypeError(f"Tool {name!r}: parameters must be a dict (a JSON Schema)")
+    try:
+        Draft202012Validator.check_schema(parameters)
+    except SchemaError as exc:
+        raise ValueError(f"Tool {name!r}: invalid parameters schema: {exc.message}") from exc
+    if parameters.get("type") != "object":
+        raise ValueError(f"Tool {name!r}: parameters schema must have \"type\": \"object\"")

@@ -1,0 +1,12 @@
+"""The tools every ChatForge deployment has."""
+
+from __future__ import annotations
+
+from tools.base import Tool
+from tools.builtin.calculator import CALCULATOR
+from tools.builtin.echo import ECHO
+from tools.builtin.get_time import GET_TIME
+
+BUILTIN_TOOLS: list[Tool] = [CALCULATOR, ECHO, GET_TIME]
+
+__all__ = ["BUILTIN_TOOLS", "CALCULATOR", "ECHO", "GET_TIME"]

@@ -1,0 +1,233 @@
+"""Executing one tool call from the model, always ending in a ``ToolResult``.
+
+Whatever goes wrong - an unknown tool, bad JSON, arguments that break the
+schema, a handler that raises or hangs - becomes a result whose error text goes
+back to the model. A tool problem never crashes the run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, assert_never
+
+from tools import messages
+from tools.arguments import RejectedArguments, parse_arguments, validate_arguments
+from tools.backoff import backoff_delay
+from tools.base import Tool, ToolContext
+from tools.errors import ToolArgumentError, ToolError, TransientToolError
+from tools.registry import ToolRegistry
+from tools.runner import Completed, Raised, TimedOut, run_with_timeout
+
+logger = logging.getLogger(__name__)
+
+ToolStatus = Literal["success", "error", "timeout"]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """How one tool call ended; recorded by the run engine and sent back to the model."""
+
+    tool_name: str
+    status: ToolStatus
+    result: Any = None  # when status == "success"
+    error: str | None = None  # otherwise: the text the model sees
+    execution_time_ms: int = 0  # the whole execution, retries and backoff included
+    attempts: int = 1
+    # True when the model caused the failure and can fix it by calling again
+    # (unknown tool, bad JSON, invalid arguments, ToolArgumentError).
+    retryable_by_model: bool = False
+
+    @property
+    def success(self) -> bool:
+        return self.status == "success"
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{success, result | error, tool_name, execution_time_ms}``, the documented result shape."""
+        outcome: dict[str, Any] = {"result": self.result} if self.success else {"error": self.error}
+        return {
+            "success": self.success,
+            **outcome,
+            "tool_name": self.tool_name,
+            "execution_time_ms": self.execution_time_ms,
+        }
+
+    def output_text(self) -> str:
+        """The content of the tool message sent back to the model.
+
+        Strings pass through unchanged; anything else is compact JSON, keeping
+        non-ASCII text readable (and cheaper in tokens) for the model.
+        """
+        if not self.success:
+            return self.error or ""
+        if isinstance(self.result, str):
+            return self.result
+        return _to_json(self.result)
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """How one attempt ended, before retries are decided."""
+
+    status: ToolStatus
+    result: Any = None
+    error: str | None = None
+    retryable_by_model: bool = False
+    transient: bool = False  # another attempt might succeed
+
+
+def execute_tool(
+    registry: ToolRegistry,
+    name: str,
+    arguments: str | dict[str, Any] | None,
+    *,
+    context: ToolContext = ToolContext(),
+    on_retry: Callable[[int, str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ToolResult:
+    """Look up, validate and run tool ``name``, retrying transient failures per its policy.
+
+    Blocks the calling thread for at most about ``max_attempts`` timeouts plus
+    backoff. Each attempt runs in its own daemon thread (see ``tools.runner``):
+    a sync handler that times out cannot be killed and keeps running detached
+    until it returns - the hard ``time_limit`` of the Celery tools queue is the
+    backstop - so side-effecting tools should honour their own timeouts too.
+
+    ``on_retry(failed_attempt, error_text)`` is called before each retry (e.g.
+    to record the attempt); an exception it raises propagates, as it is the
+    caller's problem, not the tool's. ``sleep`` is injectable so tests need not
+    wait.
+    """
+    started = time.monotonic()
+
+    def finish(attempt: _Attempt, attempts: int) -> ToolResult:
+        result = ToolResult(
+            tool_name=name,
+            status=attempt.status,
+            result=attempt.result,
+            error=attempt.error,
+            execution_time_ms=int((time.monotonic() - started) * 1000),
+            attempts=attempts,
+            retryable_by_model=attempt.retryable_by_model,
+        )
+        # Name, status, duration and attempts only: arguments and outputs can
+        # hold user data and stay out of logs.
+        logger.info(
+            "Tool %s finished: status=%s duration_ms=%d attempts=%d",
+            name,
+            result.status,
+            result.execution_time_ms,
+            result.attempts,
+            extra={
+                "tool_name": name,
+                "tool_status": result.status,
+                "duration_ms": result.execution_time_ms,
+                "attempts": result.attempts,
+            },
+        )
+        return result
+
+    tool = registry.get(name)
+    if tool is None:
+        return finish(_model_error(messages.unknown_tool(name, registry.names())), attempts=0)
+    try:
+        parsed = parse_arguments(arguments)
+        validate_arguments(tool, parsed)
+    except RejectedArguments as exc:
+        return finish(_model_error(str(exc)), attempts=0)
+
+    attempts = 0
+    while True:
+        attempts += 1
+        attempt = _attempt(tool, copy.deepcopy(parsed), context)
+        if not _may_retry(tool, attempt) or attempts >= tool.policy.max_attempts:
+            return finish(attempt, attempts)
+        delay = backoff_delay(tool.policy, attempts)
+        logger.info(
+            "Tool %s attempt %d failed (%s), retrying in %.2fs",
+            name,
+            attempts,
+            attempt.status,
+            delay,
+        )
+        if on_retry is not None:
+            on_retry(attempts, attempt.error or "")
+        sleep(delay)
+
+
+def _attempt(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> _Attempt:
+    """Run the handler once under the tool's timeout and classify how it ended."""
+    outcome = run_with_timeout(
+        tool.handler,
+        arguments,
+        context,
+        timeout_s=tool.policy.timeout_s,
+        thread_name=f"tool-{tool.name}",
+    )
+    if isinstance(outcome, Completed):
+        return _completed(tool, outcome.value)
+    if isinstance(outcome, TimedOut):
+        return _Attempt(
+            status="timeout", error=messages.timed_out(tool.name, tool.policy.timeout_s), transient=True
+        )
+    if isinstance(outcome, Raised):
+        return _failed(tool, outcome.error)
+    assert_never(outcome)
+
+
+def _completed(tool: Tool, value: Any) -> _Attempt:
+    """A success, unless the value cannot be stored and sent as JSON (a handler bug)."""
+    if isinstance(value, str):
+        return _Attempt(status="success", result=value)
+    try:
+        _to_json(value)
+    except (TypeError, ValueError) as exc:
+        logger.warning("Tool %s returned a value that is not JSON-serializable", tool.name)
+        return _Attempt(
+            status="error",
+            error=messages.handler_error(
+                tool.name, f"the tool returned a result that is not valid JSON ({exc})"
+            ),
+        )
+    return _Attempt(status="success", result=value)
+
+
+def _failed(tool: Tool, error: BaseException) -> _Attempt:
+    """Turn a handler's exception into the attempt the model and the retry loop see."""
+    if isinstance(error, ToolArgumentError):
+        return _model_error(messages.handler_argument_error(tool.name, _message(error)))
+    if isinstance(error, TransientToolError):
+        return _Attempt(
+            status="error", error=messages.handler_error(tool.name, _message(error)), transient=True
+        )
+    if isinstance(error, ToolError):
+        return _Attempt(status="error", error=messages.handler_error(tool.name, _message(error)))
+    # An unexpected exception is a bug in the tool: name its class (the model
+    # may relay it to the user) but never a traceback. Operators get the
+    # traceback only at DEBUG, because exception messages can quote user data.
+    logger.warning("Tool %s raised unexpected %s", tool.name, type(error).__name__)
+    logger.debug("Tool %s traceback", tool.name, exc_info=error)
+    detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return _Attempt(status="error", error=messages.handler_error(tool.name, detail))
+
+
+def _may_retry(tool: Tool, attempt: _Attempt) -> bool:
+    """Whether repeating the call could succeed and cannot cause a double effect."""
+    return attempt.transient and tool.policy.side_effects != "not_idempotent"
+
+
+def _model_error(text: str) -> _Attempt:
+    return _Attempt(status="error", error=text, retryable_by_model=True)
+
+
+def _message(error: ToolError) -> str:
+    return str(error) or type(error).__name__
+
+
+def _to_json(value: Any) -> str:
+    """Compact, strict JSON (no NaN), as stored and as sent to the model."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
