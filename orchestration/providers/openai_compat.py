@@ -1,0 +1,250 @@
+"""Adapter for OpenAI Chat Completions and servers that copy it (Ollama
+``/v1``, vLLM, LM Studio, llama.cpp, OpenRouter …) via the official SDK.
+
+The SDK handles HTTP, SSE framing and request retries. We do not use its
+stream *accumulator*: it concatenates repeated ids/names and merges Ollama's
+parallel calls that all claim ``index: 0``. Tool calls are assembled by
+:class:`ToolCallAccumulator`, everything else by :class:`_TurnState` below.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, assert_never
+
+import httpx
+import openai
+
+from orchestration.providers._openai_errors import provider_error_from
+from orchestration.providers.base import (
+    ChatMessage,
+    ProviderError,
+    ReasoningDelta,
+    StreamItem,
+    TextDelta,
+    ToolCall,
+    TurnRequest,
+    TurnResult,
+)
+from orchestration.providers.tool_call_accumulator import ToolCallAccumulator
+
+logger = logging.getLogger(__name__)
+
+CHUNK_OBJECT = "chat.completion.chunk"
+# Options the engine may set that mean the same thing on every compatible server.
+PASS_THROUGH_OPTIONS = ("temperature", "max_tokens", "reasoning_effort")
+# Non-standard delta fields carrying "thinking" text: vLLM/DeepSeek use
+# ``reasoning_content``, Ollama/OpenRouter/newer vLLM ``reasoning``. Read one
+# per delta so a server sending both does not double the text.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+KNOWN_FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter"})
+# The SDK refuses an empty key, and falling back to OPENAI_API_KEY would send
+# the operator's real key to whatever base_url is configured. Local servers
+# (Ollama, vLLM) ignore the key anyway.
+PLACEHOLDER_API_KEY = "no-key-configured"
+
+
+class OpenAICompatibleProvider:
+    """``ChatProvider`` for any OpenAI Chat Completions endpoint."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str,
+        timeout_s: float = 600.0,
+        connect_timeout_s: float = 5.0,
+        max_retries: int = 2,
+    ) -> None:
+        self.base_url = base_url
+        self._client = openai.OpenAI(
+            base_url=base_url,
+            api_key=api_key or PLACEHOLDER_API_KEY,
+            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
+            max_retries=max_retries,
+        )
+
+    def stream_turn(self, request: TurnRequest) -> Iterator[StreamItem]:
+        try:
+            stream = self._client.chat.completions.create(**request_params(request))
+        except openai.OpenAIError as exc:
+            raise self._error(exc, request) from exc
+        state = _TurnState()
+        try:
+            for chunk in stream:
+                yield from state.consume(chunk)
+        except openai.OpenAIError as exc:
+            raise self._error(exc, request) from exc
+        finally:
+            # Runs on normal end, on error and on GeneratorExit (the caller
+            # cancelled): the HTTP response must not outlive the generator.
+            stream.close()
+        yield state.result(where=self.base_url)
+
+    def _error(self, exc: openai.OpenAIError, request: TurnRequest) -> ProviderError:
+        error = provider_error_from(exc, base_url=self.base_url, model=request.model)
+        logger.warning(
+            "Provider call failed: %s",
+            error.message,
+            extra={"provider": self.name, "model": request.model, "retryable": error.retryable},
+        )
+        return error
+
+
+def request_params(request: TurnRequest) -> dict[str, Any]:
+    """The keyword arguments for ``chat.completions.create``.
+
+    ``tools`` is only sent when non-empty: an empty list is rejected by some
+    servers, and leaving ``tool_choice`` out means "auto" with tools and
+    "none" without, which is exactly what the engine wants.
+    """
+    params: dict[str, Any] = {
+        "model": request.model,
+        "messages": [message_to_openai(message) for message in request.messages],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        params["tools"] = request.tools
+    for key in PASS_THROUGH_OPTIONS:
+        if request.options.get(key) is not None:
+            params[key] = request.options[key]
+    ignored = sorted(set(request.options) - set(PASS_THROUGH_OPTIONS))
+    if ignored:
+        logger.debug("Ignoring options the OpenAI adapter does not support: %s", ignored)
+    return params
+
+
+def message_to_openai(message: ChatMessage) -> dict[str, Any]:
+    """One neutral message in the OpenAI wire shape (PROVIDERS.md §1)."""
+    match message.role:
+        case "system" | "user":
+            return {"role": message.role, "content": message.content or ""}
+        case "assistant":
+            return _assistant_to_openai(message)
+        case "tool":
+            return {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id or "",
+                "content": message.content or "",
+            }
+        case _:
+            assert_never(message.role)
+
+
+def _assistant_to_openai(message: ChatMessage) -> dict[str, Any]:
+    if not message.tool_calls:
+        return {"role": "assistant", "content": message.content or ""}
+    return {
+        "role": "assistant",
+        # ``null`` content is the documented form for a turn that only calls tools.
+        "content": message.content or None,
+        "tool_calls": [_tool_call_to_openai(call) for call in message.tool_calls],
+    }
+
+
+def _tool_call_to_openai(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments or "{}"},
+    }
+
+
+@dataclass
+class _TurnState:
+    """Everything learned from the chunks of one streamed turn."""
+
+    text_parts: list[str] = field(default_factory=list)
+    reasoning_parts: list[str] = field(default_factory=list)
+    tool_calls: ToolCallAccumulator = field(default_factory=ToolCallAccumulator)
+    finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    response_id: str | None = None
+
+    def consume(self, chunk: Any) -> Iterator[TextDelta | ReasoningDelta]:
+        """Apply one chunk, yielding the deltas worth forwarding at once."""
+        kind = getattr(chunk, "object", None)
+        if kind is not None and kind != CHUNK_OBJECT:
+            # e.g. Azure's content-filter events with ``object: ""``.
+            return
+        if self.response_id is None and getattr(chunk, "id", None):
+            self.response_id = chunk.id
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = _usage_dict(chunk.usage)
+        for choice in getattr(chunk, "choices", None) or ():
+            if getattr(choice, "index", 0) not in (0, None):
+                continue  # we never ask for n > 1
+            yield from self._consume_choice(choice)
+
+    def _consume_choice(self, choice: Any) -> Iterator[TextDelta | ReasoningDelta]:
+        delta = getattr(choice, "delta", None)
+        if delta is not None:
+            # The delta is applied before finish_reason: some servers put the
+            # last fragment in the finishing chunk.
+            reasoning = _reasoning_text(delta)
+            if reasoning:
+                self.reasoning_parts.append(reasoning)
+                yield ReasoningDelta(reasoning)
+            # A refusal is what the model said instead of an answer; show it
+            # as text rather than dropping it.
+            for text in (getattr(delta, "content", None), getattr(delta, "refusal", None)):
+                if text:
+                    self.text_parts.append(text)
+                    yield TextDelta(text)
+            self.tool_calls.add_all(getattr(delta, "tool_calls", None))
+        if getattr(choice, "finish_reason", None):
+            self.finish_reason = choice.finish_reason
+
+    def result(self, *, where: str) -> TurnResult:
+        if self.finish_reason is None:
+            # The HTTP stream ended cleanly but the model never finished: a
+            # proxy cut it short. Recording it as a complete turn would be wrong.
+            raise ProviderError(
+                f"OpenAI-compatible provider at {where} ended the stream before the model finished",
+                retryable=True,
+            )
+        calls = self.tool_calls.tool_calls()
+        return TurnResult(
+            text="".join(self.text_parts),
+            tool_calls=calls,
+            finish_reason=_normalise_finish_reason(self.finish_reason, has_calls=bool(calls)),
+            usage=self.usage,
+            reasoning="".join(self.reasoning_parts),
+            response_id=self.response_id,
+        )
+
+
+def _reasoning_text(delta: Any) -> str:
+    for name in REASONING_FIELDS:
+        value = getattr(delta, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _normalise_finish_reason(raw: str, *, has_calls: bool) -> str:
+    """Tool calls are detected by presence: a forced ``tool_choice`` gives
+    ``stop`` with calls, and Ollama keeps ``stop`` too (PROVIDERS.md §1)."""
+    if has_calls:
+        return "tool_calls"
+    if raw in KNOWN_FINISH_REASONS and raw != "tool_calls":
+        return raw
+    logger.debug("Treating finish_reason %r without tool calls as 'stop'", raw)
+    return "stop"
+
+
+def _usage_dict(usage: Any) -> dict[str, int]:
+    result = {
+        name: int(getattr(usage, name, None) or 0)
+        for name in ("prompt_tokens", "completion_tokens", "total_tokens")
+    }
+    details = getattr(usage, "completion_tokens_details", None)
+    reasoning_tokens = getattr(details, "reasoning_tokens", None)
+    if reasoning_tokens is not None:
+        result["reasoning_tokens"] = int(reasoning_tokens)
+    return result

@@ -1,0 +1,394 @@
+"""The OpenAI-compatible adapter against the fake server, over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+from openai.types.chat import ChatCompletionChunk
+
+from orchestration.providers.base import (
+    ChatMessage,
+    ProviderError,
+    ReasoningDelta,
+    StreamItem,
+    TextDelta,
+    ToolCall,
+    TurnRequest,
+    TurnResult,
+)
+from orchestration.providers.openai_compat import OpenAICompatibleProvider, _TurnState
+from tests.fakes.openai_server import FakeOpenAIServer, Reply, text_reply
+
+MODEL = "fake-gpt"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"The {name} tool.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+    for name in ("get_weather", "get_time")
+]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(api_key="sk-test") as fake:
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def clean(server: FakeOpenAIServer) -> None:
+    server.reset()
+
+
+def provider(
+    server: FakeOpenAIServer, *, max_retries: int = 0, api_key: str = "sk-test"
+) -> OpenAICompatibleProvider:
+    return OpenAICompatibleProvider(
+        base_url=server.base_url, api_key=api_key, max_retries=max_retries, timeout_s=10
+    )
+
+
+def ask(text: str = "Hello", *, tools: list[dict] | None = None, options: dict | None = None) -> TurnRequest:
+    return TurnRequest(
+        model=MODEL,
+        messages=[ChatMessage(role="system", content="Be brief."), ChatMessage(role="user", content=text)],
+        tools=tools or [],
+        options=options or {},
+    )
+
+
+def collect(items: Iterator[StreamItem]) -> tuple[list[StreamItem], TurnResult]:
+    collected = list(items)
+    result = collected[-1]
+    assert isinstance(result, TurnResult)
+    assert not any(isinstance(item, TurnResult) for item in collected[:-1])
+    return collected[:-1], result
+
+
+def texts(items: list[StreamItem]) -> list[str]:
+    return [item.text for item in items if isinstance(item, TextDelta)]
+
+
+def test_text_answer_streams_and_captures_usage(server: FakeOpenAIServer) -> None:
+    answer = "The quick brown fox jumps over the lazy dog."
+    usage = {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21}
+    server.add_script(MODEL, [Reply(text=answer, usage=usage)])
+
+    deltas, result = collect(provider(server).stream_turn(ask(options={"temperature": 0.2, "top_k": 3})))
+
+    assert len(texts(deltas)) > 3
+    assert "".join(texts(deltas)) == answer == result.text
+    assert result.tool_calls == []
+    assert result.finish_reason == "stop"
+    assert result.usage == usage
+    assert result.response_id and result.response_id.startswith("chatcmpl-")
+    body = server.requests[-1]
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["temperature"] == 0.2
+    assert "top_k" not in body and "tools" not in body and "tool_choice" not in body
+
+
+def test_reasoning_deltas_and_reasoning_tokens(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="42.", reasoning="Six times seven is forty-two.")])
+
+    deltas, result = collect(provider(server).stream_turn(ask()))
+
+    reasoning = [item.text for item in deltas if isinstance(item, ReasoningDelta)]
+    assert "".join(reasoning) == result.reasoning == "Six times seven is forty-two."
+    assert result.text == "42."
+    assert result.usage["reasoning_tokens"] > 0
+
+
+def test_two_parallel_tool_calls_are_assembled_exactly(server: FakeOpenAIServer) -> None:
+    weather = {"city": 'Edinburgh "Old" Town', "units": "c", "note": "back\\slash"}
+    server.add_script(MODEL, [Reply(tool_calls=[("get_weather", weather), ("get_time", {})])])
+
+    deltas, result = collect(provider(server).stream_turn(ask("Weather and time?", tools=TOOLS)))
+
+    assert texts(deltas) == []
+    assert result.finish_reason == "tool_calls"
+    assert [(call.name, json.loads(call.arguments)) for call in result.tool_calls] == [
+        ("get_weather", weather),
+        ("get_time", {}),
+    ]
+    assert all(call.id.startswith("call_") for call in result.tool_calls)
+    assert result.tool_calls[0].id != result.tool_calls[1].id
+    body = server.requests[-1]
+    assert body["tools"] == TOOLS
+    assert "tool_choice" not in body
+
+
+def test_tool_calls_after_preamble_text(server: FakeOpenAIServer) -> None:
+    reply = Reply(text="Let me check that.", tool_calls=[("get_time", {"timezone": "UTC"})])
+    server.add_script(MODEL, [reply])
+
+    deltas, result = collect(provider(server).stream_turn(ask("Time?", tools=TOOLS)))
+
+    assert "".join(texts(deltas)) == result.text == "Let me check that."
+    assert [(c.name, c.arguments) for c in result.tool_calls] == [("get_time", '{"timezone": "UTC"}')]
+    assert result.finish_reason == "tool_calls"
+
+
+def test_ollama_style_parallel_calls_all_at_index_zero(server: FakeOpenAIServer) -> None:
+    calls = [("get_time", {"timezone": "UTC"}), ("get_time", {"timezone": "Asia/Tokyo"})]
+    server.add_script(MODEL, [Reply(tool_calls=calls, finish_reason="stop", tool_call_style="ollama")])
+
+    _, result = collect(provider(server).stream_turn(ask("Times?", tools=TOOLS)))
+
+    assert [json.loads(c.arguments)["timezone"] for c in result.tool_calls] == ["UTC", "Asia/Tokyo"]
+    assert result.finish_reason == "tool_calls"  # detected by presence, not finish_reason
+
+
+def test_second_round_sends_tool_calls_and_results_in_openai_format(server: FakeOpenAIServer) -> None:
+    server.add_script(
+        MODEL,
+        [
+            Reply(tool_calls=[("get_weather", {"city": "Paris"}), ("get_time", {})]),
+            Reply(text="Sunny, and noon."),
+        ],
+    )
+    adapter = provider(server)
+    first_request = ask("Weather and time in Paris?", tools=TOOLS)
+    _, first = collect(adapter.stream_turn(first_request))
+    outputs = ['{"sky": "sunny"}', "Error: clock unavailable"]
+    follow_up = TurnRequest(
+        model=MODEL,
+        messages=[
+            *first_request.messages,
+            ChatMessage(role="assistant", content=None, tool_calls=tuple(first.tool_calls)),
+            *(
+                ChatMessage(role="tool", content=output, tool_call_id=call.id, name=call.name)
+                for call, output in zip(first.tool_calls, outputs)
+            ),
+        ],
+        tools=TOOLS,
+    )
+
+    _, second = collect(adapter.stream_turn(follow_up))
+
+    assert second.text == "Sunny, and noon."
+    sent = server.requests[-1]["messages"]
+    assert sent[2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            for call in first.tool_calls
+        ],
+    }
+    assert sent[3:] == [
+        {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": outputs[0]},
+        {"role": "tool", "tool_call_id": first.tool_calls[1].id, "content": outputs[1]},
+    ]
+
+
+def test_server_error_is_retried_by_the_sdk(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="Recovered.", fail_status=500, fail_times=1)])
+
+    _, result = collect(provider(server, max_retries=2).stream_turn(ask()))
+
+    assert result.text == "Recovered."
+    assert len(server.requests) == 2
+
+
+def test_server_error_after_retries_is_retryable(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="never", fail_status=503, fail_times=99)])
+
+    with pytest.raises(ProviderError) as caught:
+        list(provider(server, max_retries=1).stream_turn(ask()))
+
+    assert caught.value.retryable is True
+    assert caught.value.status_code == 503
+    assert len(server.requests) == 2
+
+
+def test_bad_api_key_is_not_retryable(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="unreachable")])
+
+    with pytest.raises(ProviderError) as caught:
+        list(provider(server, api_key="sk-wrong").stream_turn(ask()))
+
+    error = caught.value
+    assert error.retryable is False
+    assert error.status_code == 401
+    assert f"provider at {server.base_url} rejected the API key (401" in error.message
+    assert "Incorrect API key" in error.message
+
+
+def test_unknown_model_is_not_retryable(server: FakeOpenAIServer) -> None:
+    with pytest.raises(ProviderError) as caught:
+        list(provider(server).stream_turn(ask()))
+
+    error = caught.value
+    assert (error.retryable, error.status_code) == (False, 404)
+    assert MODEL in error.message and "does not exist" in error.message
+
+
+def test_rate_limit_is_retryable(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="later", fail_status=429, fail_times=1)])
+
+    with pytest.raises(ProviderError) as caught:
+        list(provider(server).stream_turn(ask()))
+
+    assert (caught.value.retryable, caught.value.status_code) == (True, 429)
+    assert "rate limit" in caught.value.message
+
+
+def test_insufficient_quota_is_not_retryable(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="no", fail_status=429, fail_code="insufficient_quota")])
+
+    with pytest.raises(ProviderError) as caught:
+        list(provider(server).stream_turn(ask()))
+
+    assert (caught.value.retryable, caught.value.status_code) == (False, 429)
+    assert "quota" in caught.value.message
+
+
+def test_bad_request_is_not_retryable(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="no", fail_status=400, fail_message="Invalid 'messages'.")])
+
+    with pytest.raises(ProviderError) as caught:
+        list(provider(server).stream_turn(ask()))
+
+    assert (caught.value.retryable, caught.value.status_code) == (False, 400)
+    assert "Invalid 'messages'." in caught.value.message
+
+
+def test_error_mid_stream_raises_provider_error(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="This answer will not finish properly.", error_mid_stream=True)])
+    received: list[StreamItem] = []
+
+    with pytest.raises(ProviderError) as caught:
+        for item in provider(server).stream_turn(ask()):
+            received.append(item)
+
+    assert texts(received)  # some text was forwarded before the failure
+    assert caught.value.retryable is True
+    assert "mid-stream" in caught.value.message
+
+
+def test_connection_dropped_mid_stream_is_retryable(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="This answer is cut off halfway through.", drop_mid_stream=True)])
+
+    with pytest.raises(ProviderError) as caught:
+        list(provider(server).stream_turn(ask()))
+
+    assert caught.value.retryable is True
+
+
+def test_unreachable_server_is_retryable() -> None:
+    with FakeOpenAIServer() as doomed:
+        base_url = doomed.base_url
+    adapter = OpenAICompatibleProvider(base_url=base_url, api_key="k", max_retries=0, connect_timeout_s=1)
+
+    with pytest.raises(ProviderError) as caught:
+        list(adapter.stream_turn(ask()))
+
+    assert caught.value.retryable is True
+    assert base_url in caught.value.message
+
+
+def test_closing_the_generator_early_closes_the_stream(server: FakeOpenAIServer) -> None:
+    long_text = " ".join(f"word{i}" for i in range(400))
+    server.add_script(MODEL, [Reply(text=long_text, chunk_delay_s=0.01)])
+    stream = provider(server).stream_turn(ask())
+
+    first = next(stream)
+    assert isinstance(first, TextDelta)
+    stream.close()
+
+    deadline = time.monotonic() + 5
+    while server.disconnects == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.disconnects == 1
+
+
+def test_empty_assistant_history_and_missing_tool_arguments_are_sent_valid(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, text_reply("ok"))
+    call = ToolCall(id="call_1", name="get_time", arguments="")
+    request = TurnRequest(
+        model=MODEL,
+        messages=[
+            ChatMessage(role="user", content="first"),
+            ChatMessage(role="assistant", content="answer"),
+            ChatMessage(role="user", content="second"),
+            ChatMessage(role="assistant", tool_calls=(call,)),
+            ChatMessage(role="tool", content="12:00", tool_call_id="call_1", name="get_time"),
+        ],
+    )
+
+    collect(provider(server).stream_turn(request))
+
+    sent = server.requests[-1]["messages"]
+    assert sent[1] == {"role": "assistant", "content": "answer"}
+    assert sent[3]["tool_calls"][0]["function"]["arguments"] == "{}"
+
+
+# -- chunk handling that the fake server does not produce -------------------
+
+
+def chunk(choices: list[dict], **extra: object) -> ChatCompletionChunk:
+    """Built the way the SDK builds parsed chunks: without validation, so
+    off-spec values (Azure's ``object: ""``) survive as they would on the wire."""
+    fields = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    return ChatCompletionChunk.construct(**{**fields, "choices": choices, **extra})
+
+
+def choice(delta: dict, finish_reason: str | None = None) -> dict:
+    return {"index": 0, "delta": delta, "finish_reason": finish_reason}
+
+
+def replay(*chunks: ChatCompletionChunk) -> tuple[list[StreamItem], TurnResult]:
+    state = _TurnState()
+    items = [item for c in chunks for item in state.consume(c)]
+    return items, state.result(where="http://x/v1")
+
+
+def test_filter_events_and_usage_only_chunks_are_handled() -> None:
+    items, result = replay(
+        chunk([], object="", prompt_filter_results=[{"prompt_index": 0}]),  # Azure: skipped
+        chunk([choice({"role": "assistant", "reasoning_content": "hmm", "content": "Hi"})]),
+        chunk([choice({"refusal": " but no."}, finish_reason="stop")]),
+        chunk([], usage={"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}),
+    )
+
+    assert items == [ReasoningDelta("hmm"), TextDelta("Hi"), TextDelta(" but no.")]
+    assert (result.text, result.reasoning, result.finish_reason) == ("Hi but no.", "hmm", "stop")
+    assert result.usage == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    assert result.response_id == "chatcmpl-1"
+
+
+def test_last_fragment_in_the_finishing_chunk_and_stop_with_calls() -> None:
+    head = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "echo", "arguments": '{"te'}}
+    tail = {"index": 0, "function": {"arguments": 'xt": "x"}'}}
+    _, result = replay(
+        chunk([choice({"role": "assistant", "content": None, "tool_calls": [head]})]),
+        chunk([choice({"tool_calls": [tail]}, finish_reason="stop")]),
+    )
+
+    assert result.tool_calls == [ToolCall(id="call_1", name="echo", arguments='{"text": "x"}')]
+    assert result.finish_reason == "tool_calls"
+
+
+def test_length_without_calls_is_kept() -> None:
+    _, result = replay(chunk([choice({"content": "trunc"}, finish_reason="length")]))
+
+    assert result.finish_reason == "length"
+
+
+def test_stream_without_finish_reason_is_an_incomplete_turn() -> None:
+    state = _TurnState()
+    list(state.consume(chunk([choice({"content": "half"})])))
+
+    with pytest.raises(ProviderError) as caught:
+        state.result(where="http://x/v1")
+
+    assert caught.value.retryable is True
