@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.conf import settings
 
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
@@ -35,11 +37,22 @@ def conversation_messages(run: Run) -> list[ChatMessage]:
     return messages
 
 
-def messages_for_turn(run: Run, iteration: int, *, offer_tools: bool) -> list[ChatMessage]:
+@dataclass(frozen=True)
+class TurnInput:
+    messages: list[ChatMessage]
+    # Length of the text the run streamed in its earlier turns: where this
+    # turn's text starts (tool calls carry their offset in the run's text).
+    prior_text_length: int
+
+
+def input_for_turn(run: Run, iteration: int, *, offer_tools: bool) -> TurnInput:
     messages = conversation_messages(run)
-    turns = LlmTurn.objects.filter(run=run, iteration__lt=iteration)
-    invocations = ToolInvocation.objects.filter(run=run, iteration__lt=iteration)
-    messages.extend(expand_rounds(tool_rounds_from_ledger(turns, invocations)))
+    prior_text_length = 0
+    if iteration > 0:
+        turns = list(LlmTurn.objects.filter(run=run, iteration__lt=iteration))
+        invocations = ToolInvocation.objects.filter(run=run, iteration__lt=iteration)
+        messages.extend(expand_rounds(tool_rounds_from_ledger(turns, invocations)))
+        prior_text_length = sum(len(t.text) for t in turns if t.status == "completed")
     if not offer_tools and iteration > 0:
         messages.append(ChatMessage(role="system", content=FORCED_FINAL_NOTE))
-    return messages
+    return TurnInput(messages, prior_text_length)

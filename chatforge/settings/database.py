@@ -29,6 +29,8 @@ else:
         "default": dj_database_url.parse(
             DATABASE_URL,
             conn_max_age=env.int("DATABASE_CONN_MAX_AGE", default=60),
-            conn_health_checks=True,
+            # Off by default: a check costs a round trip per task, and a stale
+            # connection already fails the task into a retry (and is replaced).
+            conn_health_checks=env.bool("DATABASE_CONN_HEALTH_CHECKS", default=False),
         )
     }

@@ -17,6 +17,7 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},  # the HTTP stack inside the openai SDK
         "openai": {"level": "WARNING"},
     },
 }

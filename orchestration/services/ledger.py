@@ -1,8 +1,8 @@
-"""Row locking for the step ledger, always in one order: run, then step rows.
+"""Locking a run for the decisions that must happen once (fan-in, finalize).
 
-Every writer that touches a run's steps locks the run row first, which
-serialises the decisions that must happen once (fan-in, finalize) across
-workers on any host. (SQLite in embedded mode ignores row locks but takes the
+Writers that decide for the whole run lock the run row first, which
+serialises those decisions across workers on any host; single steps are
+claimed and recorded with conditional updates (``claims.py``). (SQLite in embedded mode ignores row locks but takes the
 database write lock at the start of each transaction, which is stricter.)
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
+from chatforge.conversations.models import Run
 
 from ..events import RunRef
 
@@ -22,14 +22,6 @@ def lock_run(run_id: str) -> Run | None:
         .filter(pk=run_id)
         .first()
     )
-
-
-def lock_turn(run: Run, iteration: int) -> LlmTurn | None:
-    return LlmTurn.objects.select_for_update().filter(run=run, iteration=iteration).first()
-
-
-def lock_invocation(run: Run, tool_call_id: str) -> ToolInvocation | None:
-    return ToolInvocation.objects.select_for_update().filter(run=run, tool_call_id=tool_call_id).first()
 
 
 def ref(run: Run) -> RunRef:

@@ -19,12 +19,13 @@ from django.utils import timezone
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 
 from .. import dispatch, events
-from ..history import messages_for_turn
+from ..history import input_for_turn
 from ..providers import ProviderError, get_provider
 from ..providers.base import ReasoningDelta, TextDelta, ToolCall, TurnRequest, TurnResult
 from ..tooling import get_registry
+from .claims import claim_turn, mark_run_running
 from .finalize import Outcome, run_finalize
-from .ledger import lock_run, lock_turn, ref, touch
+from .ledger import ref
 
 logger = logging.getLogger(__name__)
 
@@ -33,54 +34,13 @@ _CHECK_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True)
-class _Claim:
-    run: Run
-    turn: LlmTurn
-    already_done: bool
+class _Streamed:
+    result: TurnResult | None  # None: the run was cancelled mid-stream
+    partial_text: str
+    provider_ms: int
 
 
-def _claim(run_id: str, iteration: int) -> _Claim | None:
-    """Take the turn for this delivery, or say why not (None: nothing to do)."""
-    with transaction.atomic():
-        run = lock_run(run_id)
-        if run is None or run.is_terminal:
-            return None
-        turn = lock_turn(run, iteration)
-        if turn is None:
-            logger.warning("run %s has no turn %s; ignoring the delivery", run_id, iteration)
-            return None
-        if turn.status == "completed":
-            return _Claim(run, turn, already_done=True)
-        if run.cancel_requested:
-            transaction.on_commit(lambda: run_finalize(run_id=run_id, outcome=Outcome.CANCELLED))
-            return None
-        turn.deliveries += 1
-        if turn.deliveries > settings.CHATFORGE_MAX_STEP_DELIVERIES:
-            error = (
-                f"The model step was started {turn.deliveries - 1} times without finishing "
-                "(its workers kept stopping); the run was given up."
-            )
-            turn.save(update_fields=["deliveries"])
-            transaction.on_commit(
-                lambda: run_finalize(run_id=run_id, outcome=Outcome.FAILED, error=error)
-            )
-            return None
-        now = timezone.now()
-        turn.status = "running"
-        turn.started_at = turn.started_at or now
-        turn.save(update_fields=["deliveries", "status", "started_at"])
-        run.status = Run.Status.RUNNING
-        run.started_at = run.started_at or now
-        run.iteration = iteration
-        touch(run)
-        run.save(update_fields=["status", "started_at", "iteration", "heartbeat_at"])
-    if iteration == 0:
-        events.run_started(ref(run), message_id=str(run.user_message_id))
-    return _Claim(run, turn, already_done=False)
-
-
-def _emit_tool_call_events(run: Run, turn: LlmTurn) -> None:
-    invocations = ToolInvocation.objects.filter(run=run, iteration=turn.iteration).order_by("position")
+def _emit_tool_call_events(run: Run, invocations: list[ToolInvocation]) -> None:
     for inv in invocations:
         events.tool_call(
             ref(run),
@@ -97,21 +57,13 @@ def _cancel_requested_and_touch(run_id: str) -> bool:
     return bool(Run.objects.filter(pk=run_id).values_list("cancel_requested", flat=True).first())
 
 
-def _stream(run: Run, turn: LlmTurn) -> tuple[TurnResult | None, str]:
-    """Call the model, publishing deltas. Returns (result, partial text);
-    result is None when the run was cancelled mid-stream."""
-    offer_tools = turn.offered_tools
-    registry = get_registry()
-    request = TurnRequest(
-        model=run.model,
-        messages=messages_for_turn(run, turn.iteration, offer_tools=offer_tools),
-        tools=registry.specs(run.options.get("tools", [])) if offer_tools else [],
-        options={k: v for k, v in run.options.items() if k in ("reasoning_effort",)},
-    )
+def _stream(run: Run, request: TurnRequest) -> _Streamed:
+    """Call the model, publishing deltas as they arrive."""
     r = ref(run)
     parts: list[str] = []
     result: TurnResult | None = None
-    next_check = time.monotonic() + _CHECK_INTERVAL_S
+    started = time.monotonic()
+    next_check = started + _CHECK_INTERVAL_S
     stream = get_provider(run.model).stream_turn(request)
     try:
         for item in stream:
@@ -126,100 +78,121 @@ def _stream(run: Run, turn: LlmTurn) -> tuple[TurnResult | None, str]:
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + _CHECK_INTERVAL_S
                 if _cancel_requested_and_touch(str(run.id)):
-                    return None, "".join(parts)
+                    result = None
+                    break
     finally:
         stream.close()  # closes the upstream connection when we stop early
-    return result, "".join(parts)
+    return _Streamed(result, "".join(parts), int((time.monotonic() - started) * 1000))
 
 
-def _unique_calls(run: Run, turn: LlmTurn, calls: list[ToolCall]) -> list[ToolCall]:
+def _unique_calls(run: Run, iteration: int, calls: list[ToolCall]) -> list[ToolCall]:
     """Models sometimes reuse or omit call ids; ids must be unique in a run."""
     used = set(ToolInvocation.objects.filter(run=run).values_list("tool_call_id", flat=True))
     unique: list[ToolCall] = []
     for call in calls:
         call_id = call.id
         if not call_id or call_id in used:
-            call_id = f"call_{turn.iteration}_{len(unique)}_{secrets.token_hex(4)}"
+            call_id = f"call_{iteration}_{len(unique)}_{secrets.token_hex(4)}"
         used.add(call_id)
         unique.append(ToolCall(id=call_id, name=call.name, arguments=call.arguments))
     return unique
 
 
-def _record(run_id: str, iteration: int, result: TurnResult) -> tuple[bool, bool]:
+def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, text_offset: int) -> bool | None:
     """Write the finished turn; create and dispatch its tool calls.
-    Returns (recorded_by_us, has_tool_calls)."""
+    Returns whether it asked for tools, or None if another delivery of the
+    same turn recorded it first (the conditional update decides)."""
+    run = turn.run
+    calls = _unique_calls(run, turn.iteration, result.tool_calls) if turn.offered_tools else []
+    now = timezone.now()
     with transaction.atomic():
-        run = lock_run(run_id)
-        if run is None or run.is_terminal:
-            return False, False
-        turn = lock_turn(run, iteration)
-        if turn is None or turn.status == "completed":
-            return False, False  # a parallel delivery recorded it first
-        calls = _unique_calls(run, turn, result.tool_calls) if turn.offered_tools else []
-        turn.status = "completed"
-        turn.text = result.text
-        turn.reasoning = result.reasoning
-        turn.tool_calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
-        turn.finish_reason = "tool_calls" if calls else (
-            "stop" if result.finish_reason == "tool_calls" else result.finish_reason
+        recorded = LlmTurn.objects.filter(pk=turn.pk, status="running").update(
+            status="completed",
+            text=result.text,
+            reasoning=result.reasoning,
+            tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+            finish_reason="tool_calls" if calls else ("stop" if result.finish_reason == "tool_calls" else result.finish_reason),
+            usage=result.usage,
+            response_id=result.response_id or "",
+            provider_ms=provider_ms,
+            finished_at=now,
         )
-        turn.usage = result.usage
-        turn.response_id = result.response_id or ""
-        turn.finished_at = timezone.now()
-        turn.save()
+        if not recorded:
+            return None
         if calls:
-            offset = _text_offset(run, turn)
-            ToolInvocation.objects.bulk_create(
+            invocations = ToolInvocation.objects.bulk_create(
                 ToolInvocation(
                     run=run,
                     tool_call_id=c.id,
-                    iteration=iteration,
+                    iteration=turn.iteration,
                     position=pos,
                     name=c.name,
                     arguments=c.arguments,
-                    text_offset=offset,
+                    text_offset=text_offset + len(result.text),
                 )
                 for pos, c in enumerate(calls)
             )
-            _emit_tool_call_events(run, turn)
+            _emit_tool_call_events(run, invocations)
             for c in calls:
                 dispatch.tool_call(str(run.id), c.id)
-        touch(run)
-        run.save(update_fields=["heartbeat_at"])
-    return True, bool(calls)
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=now)
+    return bool(calls)
 
 
-def _text_offset(run: Run, turn: LlmTurn) -> int:
-    """Where in the run's streamed text these calls happened (seed 000)."""
-    earlier = LlmTurn.objects.filter(run=run, iteration__lt=turn.iteration, status="completed")
-    return sum(len(t.text) for t in earlier) + len(turn.text)
+def _after_done(turn: LlmTurn) -> None:
+    """A delivery of a turn that is already completed: re-emit and move on."""
+    run = turn.run
+    if turn.tool_calls:
+        invocations = list(ToolInvocation.objects.filter(run=run, iteration=turn.iteration).order_by("position"))
+        _emit_tool_call_events(run, invocations)
+    else:
+        run_finalize(run_id=str(run.id), outcome=Outcome.COMPLETED)
 
 
 def llm_turn_execute(*, run_id: str, iteration: int) -> None:
-    claim = _claim(run_id, iteration)
-    if claim is None:
+    turn = claim_turn(run_id, iteration)
+    if turn is None:
+        done = LlmTurn.objects.select_related("run").filter(run_id=run_id, iteration=iteration, status="completed").first()
+        if done is not None and not done.run.is_terminal:
+            _after_done(done)
         return
-    run, turn = claim.run, claim.turn
-    if claim.already_done:
-        # Redelivered after it finished: re-emit (deduplicated) and move on.
-        if turn.tool_calls:
-            _emit_tool_call_events(run, turn)
-        else:
-            run_finalize(run_id=run_id, outcome=Outcome.COMPLETED)
+    run = turn.run
+    if run.is_terminal:
         return
+    if run.cancel_requested:
+        run_finalize(run_id=run_id, outcome=Outcome.CANCELLED)
+        return
+    if turn.deliveries > settings.CHATFORGE_MAX_STEP_DELIVERIES:
+        run_finalize(
+            run_id=run_id,
+            outcome=Outcome.FAILED,
+            error=(
+                f"The model step was started {turn.deliveries - 1} times without finishing "
+                "(its workers kept stopping); the run was given up."
+            ),
+        )
+        return
+    mark_run_running(run, iteration)
+    if iteration == 0:
+        events.run_started(ref(run), message_id=str(run.user_message_id))
     events.llm_started(ref(run), iteration=iteration)
+
+    turn_input = input_for_turn(run, iteration, offer_tools=turn.offered_tools)
+    request = TurnRequest(
+        model=run.model,
+        messages=turn_input.messages,
+        tools=get_registry().specs(run.options.get("tools", [])) if turn.offered_tools else [],
+        options={k: v for k, v in run.options.items() if k in ("reasoning_effort",)},
+    )
     try:
-        result, partial = _stream(run, turn)
+        streamed = _stream(run, request)
     except ProviderError as exc:
         logger.warning("run %s turn %s: provider error: %s", run_id, iteration, exc.message)
         run_finalize(run_id=run_id, outcome=Outcome.FAILED, error=exc.message)
         return
-    if result is None:
-        run_finalize(run_id=run_id, outcome=Outcome.CANCELLED, partial_text=partial)
+    if streamed.result is None:
+        run_finalize(run_id=run_id, outcome=Outcome.CANCELLED, partial_text=streamed.partial_text)
         return
-    recorded, has_calls = _record(run_id, iteration, result)
-    if recorded and not has_calls:
+    has_calls = _record(turn, streamed.result, streamed.provider_ms, turn_input.prior_text_length)
+    if has_calls is False:
         run_finalize(run_id=run_id, outcome=Outcome.COMPLETED)
-
-
-__all__ = ["llm_turn_execute"]

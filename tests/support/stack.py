@@ -121,11 +121,13 @@ def distributed_stack(
     """An LLM worker (threads), a tools worker (prefork) and one web process."""
     log_dir = Path(tempfile.mkdtemp(prefix="chatforge-stack-"))
     env = base_env(
-        DATABASE_URL=database_url,
-        REDIS_URL=redis_url,
-        DJANGO_SECRET_KEY="integration-tests-secret-key-0123456789-abcdefgh",
-        CHATFORGE_LOG_LEVEL="INFO",
-        **(extra_env or {}),
+        **{
+            "DATABASE_URL": database_url,
+            "REDIS_URL": redis_url,
+            "DJANGO_SECRET_KEY": "integration-tests-secret-key-0123456789-abcdefgh",
+            "CHATFORGE_LOG_LEVEL": "INFO",
+            **(extra_env or {}),
+        }
     )
     port = free_port()
     stack = DistributedStack(http_url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}")

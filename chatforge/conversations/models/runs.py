@@ -83,6 +83,8 @@ class LlmTurn(models.Model):
     finish_reason = models.CharField(max_length=32, blank=True)
     usage = models.JSONField(default=dict, blank=True)
     response_id = models.CharField(max_length=200, blank=True)
+    # Time spent waiting on the provider (the rest of the step is our overhead).
+    provider_ms = models.IntegerField(null=True, blank=True)
     deliveries = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

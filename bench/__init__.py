@@ -1,0 +1,1 @@
+"""Benchmarks: `make bench` (or `python -m bench.run`). Results go to docs/performance.md."""
