@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from chatforge.env import env
+from django.core.exceptions import ImproperlyConfigured
 
-from .mode import EMBEDDED
+from chatforge.env import env
 
 # The model used when a request names none. "demo" is the built-in scripted
 # model; any other name is sent to the OpenAI-compatible provider below.
@@ -25,7 +25,15 @@ CHATFORGE_MAX_ITERATIONS: int = env.int("CHATFORGE_MAX_ITERATIONS", default=10)
 CHATFORGE_MAX_ITERATIONS_LIMIT: int = env.int("CHATFORGE_MAX_ITERATIONS_LIMIT", default=50)
 # A step delivered more often than this (its workers keep dying) fails the run.
 CHATFORGE_MAX_STEP_DELIVERIES: int = env.int("CHATFORGE_MAX_STEP_DELIVERIES", default=3)
-# A run whose heartbeat is older than this is considered stalled and its next
-# step is re-enqueued by the sweeper. Must exceed the longest step.
-CHATFORGE_RUN_STALL_S: int = env.int("CHATFORGE_RUN_STALL_S", default=1200 if not EMBEDDED else 300)
+# A running step renews its lease (and its run's heartbeat) this often. A
+# step whose lease is older than CHATFORGE_RUN_STALL_S was lost (its worker
+# died): another delivery may take it over, and the sweeper re-enqueues the
+# next step of runs whose heartbeat is that old.
+CHATFORGE_HEARTBEAT_S: float = env.float("CHATFORGE_HEARTBEAT_S", default=10.0)
+CHATFORGE_RUN_STALL_S: float = env.float("CHATFORGE_RUN_STALL_S", default=60.0)
+if CHATFORGE_RUN_STALL_S < 3 * CHATFORGE_HEARTBEAT_S:
+    raise ImproperlyConfigured(
+        "CHATFORGE_RUN_STALL_S must be at least three heartbeats (3 x CHATFORGE_HEARTBEAT_S), "
+        "or live steps would be taken for lost ones."
+    )
 CHATFORGE_MAX_MESSAGE_CHARS: int = env.int("CHATFORGE_MAX_MESSAGE_CHARS", default=100_000)

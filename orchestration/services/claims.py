@@ -1,31 +1,48 @@
 """Claiming a step for one delivery, in one statement.
 
-``UPDATE … SET status='running', deliveries=deliveries+1 WHERE status IN
-('pending','running')`` is atomic on its own: it records the step as started
-(before any side effect) and counts deliveries, and it matches nothing once
-the step is completed — so a redelivered finished step is recognised without
-a transaction or a row lock held across statements. ``deliveries > 1`` after
-the claim means an earlier delivery started the step and did not finish it.
+``UPDATE … SET status='running', deliveries=deliveries+1, heartbeat_at=now
+WHERE status='pending' OR (status='running' AND the lease expired)`` is
+atomic on its own: it records the step as started (before any side effect),
+counts deliveries and takes the lease. It matches nothing when the step is
+completed, or when another delivery is running it right now (its lease is
+fresh) — so duplicates are recognised without a transaction or a row lock
+held across statements. ``deliveries > 1`` after a claim means an earlier
+delivery started the step and died before finishing it.
 """
 
 from __future__ import annotations
 
-from django.db.models import F
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 
-_CLAIMABLE = ("pending", "running")
+
+def _claimable(now) -> Q:
+    expired = now - timedelta(seconds=settings.CHATFORGE_RUN_STALL_S)
+    lease_expired = Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=expired)
+    return Q(status="pending") | (Q(status="running") & lease_expired)
+
+
+def _claim_values(now) -> dict:
+    return {
+        "status": "running",
+        "deliveries": F("deliveries") + 1,
+        "started_at": Coalesce(F("started_at"), now),
+        "heartbeat_at": now,
+    }
 
 
 def claim_turn(run_id: str, iteration: int) -> LlmTurn | None:
     """The claimed turn (with its run and user message loaded), or None when
-    it does not exist or is already completed."""
-    claimed = LlmTurn.objects.filter(run_id=run_id, iteration=iteration, status__in=_CLAIMABLE).update(
-        status="running",
-        deliveries=F("deliveries") + 1,
-        started_at=Coalesce(F("started_at"), timezone.now()),
+    it does not exist, is completed, or is being run by a live delivery."""
+    now = timezone.now()
+    claimed = LlmTurn.objects.filter(_claimable(now), run_id=run_id, iteration=iteration).update(
+        **_claim_values(now)
     )
     if not claimed:
         return None
@@ -34,13 +51,10 @@ def claim_turn(run_id: str, iteration: int) -> LlmTurn | None:
 
 def claim_invocation(run_id: str, tool_call_id: str) -> ToolInvocation | None:
     """The claimed invocation (with its run loaded), or None when it does not
-    exist or is already finished."""
-    claimed = ToolInvocation.objects.filter(
-        run_id=run_id, tool_call_id=tool_call_id, status__in=_CLAIMABLE
-    ).update(
-        status="running",
-        deliveries=F("deliveries") + 1,
-        started_at=Coalesce(F("started_at"), timezone.now()),
+    exist, is finished, or is being run by a live delivery."""
+    now = timezone.now()
+    claimed = ToolInvocation.objects.filter(_claimable(now), run_id=run_id, tool_call_id=tool_call_id).update(
+        **_claim_values(now)
     )
     if not claimed:
         return None

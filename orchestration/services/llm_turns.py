@@ -19,17 +19,18 @@ from django.utils import timezone
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 
 from .. import dispatch, events
-from ..history import input_for_turn
+from ..history import TurnInput, input_for_turn
 from ..providers import ProviderError, get_provider
 from ..providers.base import ReasoningDelta, TextDelta, ToolCall, TurnRequest, TurnResult
 from ..tooling import get_registry
 from .claims import claim_turn, mark_run_running
 from .finalize import Outcome, run_finalize
+from .heartbeat import step_lease
 from .ledger import ref
 
 logger = logging.getLogger(__name__)
 
-# How often the streaming loop looks at the cancel flag and refreshes the heartbeat.
+# How often the streaming loop looks at the cancel flag.
 _CHECK_INTERVAL_S = 1.0
 
 
@@ -52,8 +53,7 @@ def _emit_tool_call_events(run: Run, invocations: list[ToolInvocation]) -> None:
         )
 
 
-def _cancel_requested_and_touch(run_id: str) -> bool:
-    Run.objects.filter(pk=run_id).update(heartbeat_at=timezone.now())
+def _cancel_requested(run_id: str) -> bool:
     return bool(Run.objects.filter(pk=run_id).values_list("cancel_requested", flat=True).first())
 
 
@@ -77,7 +77,7 @@ def _stream(run: Run, request: TurnRequest) -> _Streamed:
                 result = item
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + _CHECK_INTERVAL_S
-                if _cancel_requested_and_touch(str(run.id)):
+                if _cancel_requested(str(run.id)):
                     result = None
                     break
     finally:
@@ -85,9 +85,9 @@ def _stream(run: Run, request: TurnRequest) -> _Streamed:
     return _Streamed(result, "".join(parts), int((time.monotonic() - started) * 1000))
 
 
-def _unique_calls(run: Run, iteration: int, calls: list[ToolCall]) -> list[ToolCall]:
+def _unique_calls(iteration: int, calls: list[ToolCall], used_ids: frozenset[str]) -> list[ToolCall]:
     """Models sometimes reuse or omit call ids; ids must be unique in a run."""
-    used = set(ToolInvocation.objects.filter(run=run).values_list("tool_call_id", flat=True))
+    used = set(used_ids)
     unique: list[ToolCall] = []
     for call in calls:
         call_id = call.id
@@ -98,12 +98,12 @@ def _unique_calls(run: Run, iteration: int, calls: list[ToolCall]) -> list[ToolC
     return unique
 
 
-def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, text_offset: int) -> bool | None:
+def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: TurnInput) -> bool | None:
     """Write the finished turn; create and dispatch its tool calls.
     Returns whether it asked for tools, or None if another delivery of the
     same turn recorded it first (the conditional update decides)."""
     run = turn.run
-    calls = _unique_calls(run, turn.iteration, result.tool_calls) if turn.offered_tools else []
+    calls = _unique_calls(turn.iteration, result.tool_calls, turn_input.used_call_ids) if turn.offered_tools else []
     now = timezone.now()
     with transaction.atomic():
         recorded = LlmTurn.objects.filter(pk=turn.pk, status="running").update(
@@ -128,7 +128,7 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, text_offset: in
                     position=pos,
                     name=c.name,
                     arguments=c.arguments,
-                    text_offset=text_offset + len(result.text),
+                    text_offset=turn_input.prior_text_length + len(result.text),
                 )
                 for pos, c in enumerate(calls)
             )
@@ -152,6 +152,7 @@ def _after_done(turn: LlmTurn) -> None:
 def llm_turn_execute(*, run_id: str, iteration: int) -> None:
     turn = claim_turn(run_id, iteration)
     if turn is None:
+        # Completed (re-emit and move on), or a live delivery is running it.
         done = LlmTurn.objects.select_related("run").filter(run_id=run_id, iteration=iteration, status="completed").first()
         if done is not None and not done.run.is_terminal:
             _after_done(done)
@@ -172,7 +173,8 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
             ),
         )
         return
-    mark_run_running(run, iteration)
+    if run.status != Run.Status.RUNNING or run.iteration != iteration or turn.deliveries > 1:
+        mark_run_running(run, iteration)  # the fan-in already moved a running run here
     if iteration == 0:
         events.run_started(ref(run), message_id=str(run.user_message_id))
     events.llm_started(ref(run), iteration=iteration)
@@ -185,7 +187,8 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
         options={k: v for k, v in run.options.items() if k in ("reasoning_effort",)},
     )
     try:
-        streamed = _stream(run, request)
+        with step_lease(run_id, turn):
+            streamed = _stream(run, request)
     except ProviderError as exc:
         logger.warning("run %s turn %s: provider error: %s", run_id, iteration, exc.message)
         run_finalize(run_id=run_id, outcome=Outcome.FAILED, error=exc.message)
@@ -193,6 +196,6 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
     if streamed.result is None:
         run_finalize(run_id=run_id, outcome=Outcome.CANCELLED, partial_text=streamed.partial_text)
         return
-    has_calls = _record(turn, streamed.result, streamed.provider_ms, turn_input.prior_text_length)
+    has_calls = _record(turn, streamed.result, streamed.provider_ms, turn_input)
     if has_calls is False:
         run_finalize(run_id=run_id, outcome=Outcome.COMPLETED)

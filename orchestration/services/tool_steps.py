@@ -26,6 +26,7 @@ from .. import dispatch, events
 from ..tooling import get_registry
 from .claims import claim_invocation
 from .finalize import Outcome, run_finalize
+from .heartbeat import step_lease
 from .ledger import lock_run, ref
 
 logger = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ def _fan_in(run: Run, iteration: int) -> None:
 def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
     inv = claim_invocation(run_id, tool_call_id)
     if inv is None:
-        return  # unknown, or finished already: the fan-in happened with it
+        return  # finished already (the fan-in happened with it), or a live delivery runs it
     run = inv.run
     if run.is_terminal:
         return
@@ -121,13 +122,14 @@ def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
     result = _preset_result(inv)
     if result is None:
         r = ref(run)
-        result = execute_tool(
-            get_registry(),
-            inv.name,
-            inv.arguments,
-            context=ToolContext(run_id=run_id, tool_call_id=inv.tool_call_id, user_id=run.user_id),
-            on_retry=lambda attempt, error: events.tool_retry(
-                r, tool_call_id=inv.tool_call_id, attempt=attempt, error=error
-            ),
-        )
+        with step_lease(run_id, inv):
+            result = execute_tool(
+                get_registry(),
+                inv.name,
+                inv.arguments,
+                context=ToolContext(run_id=run_id, tool_call_id=inv.tool_call_id, user_id=run.user_id),
+                on_retry=lambda attempt, error: events.tool_retry(
+                    r, tool_call_id=inv.tool_call_id, attempt=attempt, error=error
+                ),
+            )
     _complete(inv, result)

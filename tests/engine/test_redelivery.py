@@ -137,6 +137,22 @@ def test_a_step_whose_worker_died_mid_call_runs_again(engine):
     assert inv.output == '{"expression":"1+1","result":2}'
 
 
+def test_a_duplicate_delivery_leaves_a_step_with_a_live_lease_alone(engine):
+    user, broker = engine
+    run = run_start(user=user, conversation=Conversation.objects.create(user=user), content="go",
+                    options=RunOptions(model="redelivery"))
+    tasks.llm_turn(str(run.id), 0)
+    inv = ToolInvocation.objects.filter(run=run).first()
+    # Another worker is running this call right now: its lease is fresh.
+    ToolInvocation.objects.filter(pk=inv.pk).update(status="running", deliveries=1, heartbeat_at=timezone.now())
+    before = snapshot(run)
+
+    tasks.tool_call(str(run.id), inv.tool_call_id)
+    tasks.llm_turn(str(run.id), 0)
+
+    assert snapshot(run) == before
+
+
 def test_a_step_delivered_past_the_cap_fails_the_run_cleanly(engine, settings):
     user, broker = engine
     run = run_start(user=user, conversation=Conversation.objects.create(user=user), content="go",

@@ -37,6 +37,11 @@ class Process:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def kill(self) -> None:
+        """SIGKILL the whole process group: no warm shutdown, no acks, no cleanup."""
+        os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(10)
+
     def stop(self, timeout: float = 15.0) -> None:
         if self.popen.poll() is not None:
             return
@@ -80,6 +85,14 @@ def start_worker(name: str, *, queues: str, pool: str, concurrency: int, env: di
     return proc
 
 
+def start_beat(*, env: dict[str, str], log_dir: Path) -> Process:
+    args = [sys.executable, "-m", "celery", "-A", "chatforge", "beat", "-l", "INFO",
+            "-s", str(log_dir / "beat-schedule")]
+    proc = start_process("beat", args, env, log_dir)
+    wait_for(lambda: "beat: Starting" in proc.log(), timeout=60, what="celery beat", process=proc)
+    return proc
+
+
 def start_server(*, port: int, env: dict[str, str], log_dir: Path, name: str = "server") -> Process:
     args = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)]
     proc = start_process(name, args, env, log_dir)
@@ -107,7 +120,12 @@ def base_env(**overrides: str) -> dict[str, str]:
 class DistributedStack:
     http_url: str
     ws_url: str
+    env: dict[str, str]
+    log_dir: Path
     processes: list[Process] = field(default_factory=list)
+
+    def process(self, name: str) -> Process:
+        return next(p for p in self.processes if p.name == name)
 
     def logs(self) -> str:
         return "\n".join(f"===== {p.name}\n{p.log()[-3000:]}" for p in self.processes)
@@ -116,9 +134,10 @@ class DistributedStack:
 @contextmanager
 def distributed_stack(
     *, database_url: str, redis_url: str, extra_env: dict[str, str] | None = None,
-    llm_concurrency: int = 8, tool_concurrency: int = 4,
+    llm_concurrency: int = 8, tool_concurrency: int = 4, with_beat: bool = False,
 ) -> Iterator[DistributedStack]:
-    """An LLM worker (threads), a tools worker (prefork) and one web process."""
+    """An LLM worker (threads), a tools worker (prefork), one web process and,
+    if asked, celery beat (which runs the stalled-run sweeper)."""
     log_dir = Path(tempfile.mkdtemp(prefix="chatforge-stack-"))
     env = base_env(
         **{
@@ -130,11 +149,13 @@ def distributed_stack(
         }
     )
     port = free_port()
-    stack = DistributedStack(http_url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}")
+    stack = DistributedStack(http_url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}", env=env, log_dir=log_dir)
     try:
         stack.processes.append(start_worker("llm", queues="llm,default", pool="threads", concurrency=llm_concurrency, env=env, log_dir=log_dir))
         stack.processes.append(start_worker("tools", queues="tools", pool="prefork", concurrency=tool_concurrency, env=env, log_dir=log_dir))
         stack.processes.append(start_server(port=port, env=env, log_dir=log_dir))
+        if with_beat:
+            stack.processes.append(start_beat(env=env, log_dir=log_dir))
         yield stack
     finally:
         for proc in reversed(stack.processes):

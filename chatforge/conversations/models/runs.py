@@ -86,6 +86,8 @@ class LlmTurn(models.Model):
     # Time spent waiting on the provider (the rest of the step is our overhead).
     provider_ms = models.IntegerField(null=True, blank=True)
     deliveries = models.IntegerField(default=0)
+    # The lease of the delivery running this step, renewed while it runs.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -122,6 +124,8 @@ class ToolInvocation(models.Model):
     error = models.TextField(blank=True)
     attempts = models.IntegerField(default=0)
     deliveries = models.IntegerField(default=0)
+    # The lease of the delivery running this step, renewed while it runs.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.IntegerField(null=True, blank=True)
     text_offset = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)

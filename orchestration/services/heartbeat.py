@@ -1,0 +1,93 @@
+"""Leases for running steps: one heartbeat thread per worker process.
+
+While a step runs, its row's ``heartbeat_at`` (its lease) and its run's
+heartbeat are renewed every CHATFORGE_HEARTBEAT_S by a single background
+thread that touches every step running in this process with one UPDATE per
+table. A step whose lease has gone stale belongs to a worker that died; a
+live one is left alone by duplicate deliveries and by the sweeper.
+
+One thread per process (started lazily, so prefork children each get their
+own after the fork) instead of one per step keeps the cost to a few
+statements per interval however many steps run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Step:
+    run_id: str
+    model: type[LlmTurn] | type[ToolInvocation]
+    pk: int
+
+
+class _Heartbeater:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._steps: dict[int, _Step] = {}
+        self._thread: threading.Thread | None = None
+        self._pid: int | None = None
+
+    @contextmanager
+    def beating(self, step: _Step) -> Iterator[None]:
+        key = id(step)
+        with self._lock:
+            self._steps[key] = step
+            self._ensure_thread()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._steps.pop(key, None)
+
+    def _ensure_thread(self) -> None:
+        if self._thread is not None and self._thread.is_alive() and self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
+        self._thread = threading.Thread(target=self._loop, name="chatforge-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        stop = threading.Event()
+        while not stop.wait(settings.CHATFORGE_HEARTBEAT_S):
+            with self._lock:
+                steps = list(self._steps.values())
+            if not steps:
+                continue
+            try:
+                _renew(steps)
+            except Exception:
+                logger.exception("renewing step leases failed; retrying next interval")
+                connection.close()  # a broken connection is replaced on next use
+
+
+def _renew(steps: list[_Step]) -> None:
+    now = timezone.now()
+    Run.objects.filter(pk__in={s.run_id for s in steps}).update(heartbeat_at=now)
+    for model in (LlmTurn, ToolInvocation):
+        pks = [s.pk for s in steps if s.model is model]
+        if pks:
+            model.objects.filter(pk__in=pks, status="running").update(heartbeat_at=now)
+
+
+_heartbeater = _Heartbeater()
+
+
+def step_lease(run_id: str, step: LlmTurn | ToolInvocation) -> AbstractContextManager[None]:
+    """Keep ``step``'s lease (and its run's heartbeat) fresh for the block."""
+    return _heartbeater.beating(_Step(run_id=run_id, model=type(step), pk=step.pk))

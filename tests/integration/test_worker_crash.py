@@ -1,0 +1,69 @@
+"""A tools worker killed with SIGKILL in the middle of a tool call loses
+nothing: its step's lease expires, the sweeper (celery beat) re-enqueues the
+step, a new worker takes it over, and the run completes once."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+
+from chatforge.conversations.models import Message, Run, ToolInvocation
+from tests.fakes.openai_server import Reply
+from tests.support.client import ApiClient, follow_run
+from tests.support.stack import distributed_stack, start_worker, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+CRASH_REDIS_URL = settings.REDIS_URL.rsplit("/", 1)[0] + "/11"
+
+
+@pytest.fixture
+def crash_stack(django_db_blocker, fake_llm):
+    from tests.conftest import _test_database_url
+
+    import redis
+
+    redis.Redis.from_url(CRASH_REDIS_URL).flushdb()  # before any worker binds its queues
+    with django_db_blocker.unblock():
+        database_url = _test_database_url()
+    with distributed_stack(
+        database_url=database_url,
+        redis_url=CRASH_REDIS_URL,
+        with_beat=True,
+        extra_env={
+            "OPENAI_BASE_URL": fake_llm.base_url,
+            "OPENAI_API_KEY": "test-key",
+            "CHATFORGE_TOOL_MODULES": "tests.support.tools",
+            "CHATFORGE_HEARTBEAT_S": "0.5",
+            "CHATFORGE_RUN_STALL_S": "2",
+            "CHATFORGE_SWEEP_INTERVAL_S": "0.5",
+        },
+    ) as stack:
+        yield stack
+
+
+def test_sigkill_mid_tool_call_is_recovered(crash_stack, fake_llm, make_user):
+    fake_llm.add_script(
+        "crash-slow-tool",
+        [Reply(text="Sleeping.", tool_calls=[("slow_sleep", {"ms": 3000})]), Reply(text="Woke up.")],
+    )
+    _, token = make_user()
+    api = ApiClient(crash_stack.http_url, token)
+    accepted = api.post_message(api.new_conversation(), "nap", model="crash-slow-tool")
+    run_id = accepted["run_id"]
+    wait_for(lambda: ToolInvocation.objects.filter(run_id=run_id, status="running").exists(),
+             timeout=30, what="the tool call to start")
+
+    crash_stack.process("tools").kill()
+    replacement = start_worker("tools2", queues="tools", pool="prefork", concurrency=2,
+                               env=crash_stack.env, log_dir=crash_stack.log_dir)
+    crash_stack.processes.append(replacement)
+    events = follow_run(crash_stack.ws_url, run_id, token, timeout=60)
+
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[-1]["type"] == "run.completed", crash_stack.logs()
+    assert [e["type"] for e in events].count("tool_output") == 1
+    invocation = ToolInvocation.objects.get(run_id=run_id)
+    assert invocation.status == "success" and invocation.deliveries == 2
+    assert Run.objects.get(pk=run_id).status == "completed"
+    assert Message.objects.get(run_id=run_id, role="assistant").content == "Woke up."
