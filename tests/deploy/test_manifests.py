@@ -1,0 +1,453 @@
+"""Offline checks of the deployment files in deploy/.
+
+Nothing here starts a container or talks to a cluster: the files are parsed
+and checked against the code they deploy (management commands, the Celery
+app and its queues, the environment variables the settings read), and the
+Kubernetes manifests against the Kubernetes API schemas (strict: unknown
+fields are errors).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import kubernetes_validate
+import yaml
+from django.conf import settings
+from django.core.management import get_commands
+
+from tests.support.stack import base_env
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "kubernetes"
+IMAGE = "chatforge:latest"
+# Variables of the compose file that configure the Postgres container, not ChatForge.
+COMPOSE_ONLY_VARIABLES = {"POSTGRES_PASSWORD"}
+# Kubernetes versions whose API schemas the manifests must satisfy.
+K8S_VERSIONS = ("1.30.0", "1.37.0")
+
+ENV_READ = re.compile(r"""\benv\.(?:str|int|bool|list|float)\(\s*["']([A-Z][A-Z0-9_]*)["']""")
+ENV_CALL = re.compile(r"\benv(?:\.\w+)?\(")
+
+
+def settings_env_vars() -> set[str]:
+    names: set[str] = set()
+    for path in sorted((ROOT / "chatforge" / "settings").glob("*.py")):
+        names |= set(ENV_READ.findall(path.read_text()))
+    return names
+
+
+SETTINGS_VARS = settings_env_vars()
+
+
+def load_all(path: Path) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def k8s_docs() -> list[dict]:
+    return [doc for path in sorted(K8S.glob("*.yaml")) for doc in load_all(path)]
+
+
+def k8s_named(kind: str, name: str) -> dict:
+    matches = [d for d in k8s_docs() if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(matches) == 1, f"expected one {kind} {name}, found {len(matches)}"
+    return matches[0]
+
+
+def procfile() -> dict[str, str]:
+    entries = {}
+    for line in (DEPLOY / "Procfile").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, command = line.split(":", 1)
+            assert name not in entries, f"duplicate Procfile entry {name}"
+            entries[name] = command.strip()
+    return entries
+
+
+def env_example() -> dict[str, str]:
+    """NAME -> value for every variable line, commented-out defaults included."""
+    entries = {}
+    for line in (DEPLOY / "env.example").read_text().splitlines():
+        match = re.match(r"^#?\s?([A-Z][A-Z0-9_]*)=(.*)$", line)
+        if match:
+            assert match[1] not in entries, f"{match[1]} appears twice in env.example"
+            entries[match[1]] = match[2]
+    return entries
+
+
+def routed_queues() -> set[str]:
+    queues = {route["queue"] for route in settings.CELERY_TASK_ROUTES.values()}
+    return queues | {settings.CELERY_TASK_DEFAULT_QUEUE}
+
+
+def option(tokens: list[str], flag: str) -> str | None:
+    return tokens[tokens.index(flag) + 1] if flag in tokens else None
+
+
+def check_command(tokens: list[str]) -> None:
+    """The command runs one of our entry points, with sane worker options."""
+    if tokens[:2] == ["sh", "-c"]:
+        tokens = shlex.split(tokens[2])
+    if tokens[:2] == ["python", "manage.py"]:
+        assert tokens[2] in get_commands(), f"no management command {tokens[2]!r}"
+        return
+    assert tokens[:3] == ["celery", "-A", "chatforge"], f"unknown entry point: {tokens}"
+    assert tokens[3] in {"worker", "beat", "inspect"}, tokens
+    if tokens[3] == "worker":
+        queues = set(option(tokens, "-Q").split(","))
+        assert queues <= routed_queues(), f"unknown queues {queues - routed_queues()}"
+        pool = option(tokens, "-P")
+        if "tools" in queues:
+            assert pool == "prefork", "tools need prefork: hard time limits only work there"
+        if "llm" in queues:
+            assert pool == "threads", "LLM turns wait on the network: threads pool"
+        assert re.fullmatch(r"[a-z-]+@%h", option(tokens, "-n")), "node name must be <name>@%h"
+        assert int(option(tokens, "-c")) > 0
+
+
+def worker_commands(commands: list[list[str]]) -> list[list[str]]:
+    return [c for c in commands if c[:4] == ["celery", "-A", "chatforge", "worker"]]
+
+
+def check_queues_covered(commands: list[list[str]]) -> None:
+    consumed = set()
+    for command in worker_commands(commands):
+        consumed |= set(option(command, "-Q").split(","))
+    assert consumed == routed_queues(), f"queues nobody consumes: {routed_queues() - consumed}"
+
+
+# --- The environment variables ------------------------------------------------
+
+
+def test_settings_read_the_environment_only_through_recognised_calls():
+    for path in (ROOT / "chatforge" / "settings").glob("*.py"):
+        text = path.read_text()
+        assert "os.environ" not in text and "getenv" not in text, path.name
+        assert len(ENV_CALL.findall(text)) == len(ENV_READ.findall(text)), (
+            f"{path.name} reads the environment in a way this test does not recognise"
+        )
+    assert {"DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY", "CHATFORGE_LOG_LEVEL"} <= SETTINGS_VARS
+
+
+def test_env_example_documents_exactly_the_variables_the_settings_read():
+    documented = env_example()
+    assert set(documented) == SETTINGS_VARS, (
+        f"undocumented: {SETTINGS_VARS - set(documented)}; unknown: {set(documented) - SETTINGS_VARS}"
+    )
+    # Each variable has a comment right above it saying what its default is.
+    lines = (DEPLOY / "env.example").read_text().splitlines()
+    for i, line in enumerate(lines):
+        match = re.match(r"^#?\s?([A-Z][A-Z0-9_]*)=", line)
+        if match:
+            block = []
+            for previous in reversed(lines[:i]):
+                if not previous.startswith("# ") or re.match(r"^#\s?[A-Z][A-Z0-9_]*=", previous):
+                    break
+                block.append(previous)
+            assert "Default" in " ".join(block), f"{match[1]}: the comment must state the default"
+
+
+def test_env_example_holds_placeholders_not_secrets():
+    documented = env_example()
+    for name in ("DJANGO_SECRET_KEY", "OPENAI_API_KEY"):
+        assert documented[name] == "CHANGE_ME"
+    assert ":CHANGE_ME@" in documented["DATABASE_URL"]
+
+
+def _secret_placeholder_env() -> dict[str, str]:
+    return {"DJANGO_SECRET_KEY": "deploy-test-secret-key-0123456789-abcdefghijklmnop"}
+
+
+def _k8s_env() -> dict[str, str]:
+    env = dict(k8s_named("ConfigMap", "chatforge-config")["data"])
+    env.update(k8s_named("Secret", "chatforge-secrets")["stringData"])
+    return env
+
+
+@pytest.mark.parametrize("source", ["env.example", "kubernetes"])
+def test_settings_load_with_the_documented_values(source):
+    values = env_example() if source == "env.example" else _k8s_env()
+    values = {**values, **_secret_placeholder_env()}
+    code = (
+        "import django; django.setup(); from django.conf import settings; "
+        "print(settings.CHATFORGE_MODE, settings.DEBUG)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=base_env(**values),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["distributed", "False"]
+
+
+def test_the_placeholder_secret_key_is_refused():
+    values = {**_k8s_env(), "DJANGO_SECRET_KEY": "CHANGE_ME"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=base_env(**values),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode != 0 and "DJANGO_SECRET_KEY" in result.stderr
+
+
+# --- Every YAML file, the Procfile and the Dockerfile ------------------------------
+
+
+def test_every_yaml_file_parses():
+    paths = sorted(p for p in DEPLOY.rglob("*") if p.suffix in {".yml", ".yaml"})
+    assert len(paths) >= 10
+    for path in paths:
+        assert load_all(path), f"{path.relative_to(ROOT)} is empty"
+
+
+def test_procfile():
+    entries = procfile()
+    assert set(entries) == {"release", "web", "worker-llm", "worker-tools", "beat"}
+    assert entries["release"] == "python manage.py migrate --noinput"
+    assert entries["web"].startswith("python manage.py serve --host 0.0.0.0 --port ")
+    assert entries["worker-llm"] == "celery -A chatforge worker -Q llm,default -P threads -c 64 -n llm@%h"
+    assert entries["worker-tools"] == "celery -A chatforge worker -Q tools -P prefork -c 4 -n tools@%h"
+    assert entries["beat"] == "celery -A chatforge beat"
+    commands = [shlex.split(c) for c in entries.values()]
+    for command in commands:
+        check_command(command)
+    check_queues_covered(commands)
+
+
+def test_procfile_workers_match_the_makefile():
+    makefile = (ROOT / "Makefile").read_text()
+    for name in ("worker-llm", "worker-tools", "beat"):
+        assert f"$(VENV)/bin/{procfile()[name]}\n" in makefile, name
+
+
+def test_celery_app_is_the_one_the_commands_name():
+    from chatforge.celery import app
+
+    assert app.main == "chatforge"
+
+
+def test_dockerfile():
+    text = (DEPLOY / "Dockerfile").read_text()
+    instructions = [
+        line.split(None, 1) for line in text.splitlines() if line and not line.startswith((" ", "#"))
+    ]
+    keywords = [i[0] for i in instructions]
+    assert instructions[0] == ["FROM", "python:3.11-slim"]
+    assert "RUN pip install -r requirements.txt" in text
+    user = dict(instructions)["USER"].split(":")[0]
+    assert user.isdigit() and int(user) != 0, "non-root, numeric (Kubernetes runAsNonRoot checks it)"
+    assert keywords.index("USER") > keywords.index("COPY"), "drop root after installing"
+    check_command(yaml.safe_load(dict(instructions)["CMD"]))
+    assert "collectstatic" not in text
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            assert re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[\w.]+", line.strip()), f"unpinned: {line}"
+    ignored = (DEPLOY / "Dockerfile.dockerignore").read_text().split()
+    assert {".git", ".venv"} <= set(ignored)
+
+
+# --- docker compose ------------------------------------------------------------
+
+
+def compose() -> dict:
+    return yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+
+
+CHATFORGE_SERVICES = {"migrate", "web", "worker-llm", "worker-tools", "beat"}
+
+
+def test_compose_services():
+    services = compose()["services"]
+    assert set(services) == CHATFORGE_SERVICES | {"postgres", "redis"}
+    assert services["postgres"]["image"] == "postgres:15"
+    assert "pg_isready" in " ".join(services["postgres"]["healthcheck"]["test"])
+    redis_service = services["redis"]
+    assert redis_service["image"] == "redis:7"
+    assert " ".join(redis_service["command"]).endswith("--maxmemory-policy noeviction --appendonly no")
+    assert redis_service["healthcheck"]["test"][-2:] == ["redis-cli", "ping"]
+    assert "/readyz" in " ".join(services["web"]["healthcheck"]["test"])
+
+    for name in CHATFORGE_SERVICES:
+        service = services[name]
+        assert service["image"] == IMAGE
+        assert (DEPLOY / service["build"]["context"]).resolve() == ROOT
+        assert (ROOT / service["build"]["dockerfile"]).is_file()
+        deps = service["depends_on"]
+        assert deps["postgres"]["condition"] == deps["redis"]["condition"] == "service_healthy"
+        if name != "migrate":
+            assert deps["migrate"]["condition"] == "service_completed_successfully"
+        assert service["environment"]["DJANGO_SECRET_KEY"] == "${DJANGO_SECRET_KEY:?set it}"
+    assert services["migrate"]["command"] == shlex.split(procfile()["release"])
+
+
+def test_compose_commands_match_the_procfile():
+    services = compose()["services"]
+    commands = [services[name]["command"] for name in CHATFORGE_SERVICES]
+    for command in commands:
+        check_command(command)
+    check_queues_covered(commands)
+    for name in ("worker-llm", "worker-tools"):
+        assert services[name]["command"] == shlex.split(procfile()[name])
+    beat = shlex.split(procfile()["beat"])
+    assert services["beat"]["command"][: len(beat)] == beat
+    assert services["web"]["command"][:6] == ["python", "manage.py", "serve", "--host", "0.0.0.0", "--port"]
+
+
+def test_compose_sets_only_variables_chatforge_reads():
+    services = compose()["services"]
+    for name in CHATFORGE_SERVICES:
+        unknown = set(services[name]["environment"]) - SETTINGS_VARS
+        assert not unknown, f"{name} sets variables no setting reads: {unknown}"
+    text = (DEPLOY / "docker-compose.yml").read_text()
+    interpolated = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", text))
+    assert interpolated - SETTINGS_VARS == COMPOSE_ONLY_VARIABLES
+
+
+# --- Kubernetes -----------------------------------------------------------------
+
+
+def pod_specs() -> dict[str, dict]:
+    specs = {}
+    for doc in k8s_docs():
+        if doc["kind"] in {"Deployment", "Job"}:
+            specs[doc["metadata"]["name"]] = doc["spec"]["template"]["spec"]
+    return specs
+
+
+def test_k8s_inventory():
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in k8s_docs() if d["kind"] != "Kustomization")
+    assert kinds == sorted([
+        ("Namespace", "chatforge"),
+        ("ConfigMap", "chatforge-config"),
+        ("Secret", "chatforge-secrets"),
+        ("Deployment", "chatforge-web"),
+        ("Deployment", "chatforge-worker-llm"),
+        ("Deployment", "chatforge-worker-tools"),
+        ("Deployment", "chatforge-beat"),
+        ("Job", "chatforge-migrate"),
+        ("Service", "chatforge-web"),
+        ("PodDisruptionBudget", "chatforge-worker-llm"),
+        ("PodDisruptionBudget", "chatforge-worker-tools"),
+        ("HorizontalPodAutoscaler", "chatforge-worker-llm"),
+    ])
+    for doc in k8s_docs():
+        if doc["kind"] not in {"Namespace", "Kustomization"}:
+            assert doc["metadata"]["namespace"] == "chatforge", doc["metadata"]["name"]
+
+
+def test_k8s_kustomization_lists_everything_but_the_secret_template_and_the_job():
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    files = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(kustomization["resources"]) == files - {"secret.example.yaml", "migrate-job.yaml"}
+
+
+def test_k8s_pods_run_the_same_image_and_real_commands():
+    commands = []
+    for name, spec in pod_specs().items():
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        for container in spec["containers"]:
+            assert container["image"] == IMAGE, name
+            check_command(container["command"])
+            commands.append(container["command"])
+            assert {"memory"} <= set(container["resources"]["limits"]), name
+            refs = {next(iter(ref)): ref[next(iter(ref))]["name"] for ref in container["envFrom"]}
+            assert refs == {"configMapRef": "chatforge-config", "secretRef": "chatforge-secrets"}, name
+            assert all(e["name"] in SETTINGS_VARS for e in container.get("env", [])), name
+    check_queues_covered(commands)
+    specs = pod_specs()
+    for name in ("worker-llm", "worker-tools"):
+        assert specs[f"chatforge-{name}"]["containers"][0]["command"] == shlex.split(procfile()[name])
+    assert specs["chatforge-migrate"]["containers"][0]["command"] == shlex.split(procfile()["release"])
+
+
+def test_k8s_config_and_secret_hold_only_chatforge_variables_and_placeholders():
+    config = k8s_named("ConfigMap", "chatforge-config")["data"]
+    secret = k8s_named("Secret", "chatforge-secrets")["stringData"]
+    assert set(config) <= SETTINGS_VARS and set(secret) <= SETTINGS_VARS
+    assert not set(config) & set(secret)
+    assert {"DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY"} <= set(secret)
+    assert secret["DJANGO_SECRET_KEY"] == secret["OPENAI_API_KEY"] == "CHANGE_ME"
+    assert ":CHANGE_ME@" in secret["DATABASE_URL"]
+    assert "secret store" in (K8S / "secret.example.yaml").read_text()
+
+
+def test_k8s_web_probes():
+    web = k8s_named("Deployment", "chatforge-web")["spec"]["template"]
+    container = web["spec"]["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    allowed = k8s_named("ConfigMap", "chatforge-config")["data"]["DJANGO_ALLOWED_HOSTS"].split(",")
+    for probe in ("readinessProbe", "livenessProbe"):
+        headers = {h["name"]: h["value"] for h in container[probe]["httpGet"]["httpHeaders"]}
+        assert headers["Host"] in allowed, "Django answers 400 to a Host it does not allow"
+    service = k8s_named("Service", "chatforge-web")
+    assert service["spec"]["selector"].items() <= web["metadata"]["labels"].items()
+    port_names = {p["name"] for p in container["ports"]}
+    assert all(p["targetPort"] in port_names for p in service["spec"]["ports"])
+
+
+def test_k8s_workers_liveness_and_shutdown():
+    config = k8s_named("ConfigMap", "chatforge-config")["data"]
+    limits = {
+        "worker-llm": int(config["CHATFORGE_LLM_HARD_TIME_LIMIT_S"]),
+        "worker-tools": int(config["CHATFORGE_TOOL_HARD_TIME_LIMIT_S"]),
+    }
+    for name, hard_limit in limits.items():
+        spec = pod_specs()[f"chatforge-{name}"]
+        container = spec["containers"][0]
+        node = option(container["command"], "-n").replace("%h", "$HOSTNAME")
+        probe = container["livenessProbe"]
+        assert probe["exec"]["command"][:2] == ["sh", "-c"]
+        assert shlex.split(probe["exec"]["command"][2])[:7] == [
+            "celery", "-A", "chatforge", "inspect", "ping", "-d", node,
+        ]
+        assert probe["periodSeconds"] >= 30 and probe["timeoutSeconds"] >= 10
+        assert spec["terminationGracePeriodSeconds"] > hard_limit, name
+        assert "preStop" not in str(container.get("lifecycle", {}))
+
+
+def test_k8s_beat_is_a_singleton():
+    beat = k8s_named("Deployment", "chatforge-beat")["spec"]
+    assert beat["replicas"] == 1
+    assert beat["strategy"]["type"] == "Recreate"
+
+
+def pod_labels(workload: dict) -> dict:
+    return workload["spec"]["template"]["metadata"]["labels"]
+
+
+def test_k8s_pdbs_and_hpa_target_the_workers():
+    deployments = {d["metadata"]["name"]: d for d in k8s_docs() if d["kind"] == "Deployment"}
+    pdb_targets = set()
+    for pdb in (d for d in k8s_docs() if d["kind"] == "PodDisruptionBudget"):
+        selector = pdb["spec"]["selector"]["matchLabels"].items()
+        matched = [n for n, d in deployments.items() if selector <= pod_labels(d).items()]
+        assert len(matched) == 1, pdb["metadata"]["name"]
+        pdb_targets |= set(matched)
+    assert pdb_targets == {"chatforge-worker-llm", "chatforge-worker-tools"}
+    hpa = k8s_named("HorizontalPodAutoscaler", "chatforge-worker-llm")["spec"]
+    target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "chatforge-worker-llm"}
+    assert hpa["scaleTargetRef"] == target
+    # Utilization targets are relative to requests: the container needs one.
+    container = deployments["chatforge-worker-llm"]["spec"]["template"]["spec"]["containers"][0]
+    assert "cpu" in container["resources"]["requests"]
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_k8s_manifests_validate_strictly_against_the_api_schemas(version):
+    for doc in k8s_docs():
+        if doc["apiVersion"].startswith("kustomize.config.k8s.io/"):
+            continue
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_k8s_strict_validation_rejects_unknown_fields():
+    deployment = k8s_named("Deployment", "chatforge-worker-tools")
+    deployment["spec"]["template"]["spec"]["terminationGracePeriodSecond"] = 150
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, K8S_VERSIONS[0], strict=True)
