@@ -8,3 +8,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatforge.settings")
 
 app = Celery("chatforge", include=["orchestration.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
+
+import chatforge.runtime.db_connections  # noqa: E402,F401  (task DB connection lifecycle)

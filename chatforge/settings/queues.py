@@ -41,6 +41,9 @@ CELERY_TASK_ROUTES = {
     "chatforge.sweep_stalled_runs": {"queue": "default"},
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Keep Celery's Django fixup from closing DB connections around every task;
+# chatforge/runtime/db_connections.py applies Django's CONN_MAX_AGE rules instead.
+CELERY_DB_REUSE_MAX = 1_000_000
 CELERY_BEAT_SCHEDULE = {
     "sweep-stalled-runs": {
         "task": "chatforge.sweep_stalled_runs",

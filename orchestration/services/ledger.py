@@ -16,12 +16,7 @@ from ..events import RunRef
 
 
 def lock_run(run_id: str) -> Run | None:
-    return (
-        Run.objects.select_for_update()
-        .select_related("user_message")
-        .filter(pk=run_id)
-        .first()
-    )
+    return Run.objects.select_for_update().filter(pk=run_id).first()
 
 
 def ref(run: Run) -> RunRef:

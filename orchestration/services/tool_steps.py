@@ -57,13 +57,16 @@ def _preset_result(inv: ToolInvocation) -> ToolResult | None:
 
 
 def _complete(inv: ToolInvocation, result: ToolResult) -> None:
-    run_id = str(inv.run_id)
+    """Record the output, then decide the fan-in under the run's lock.
+
+    The output is written before the run lock is taken so that parallel
+    calls hold the lock only for the decision. That is still exact under READ
+    COMMITTED: once a completion holds the lock, every other completion that
+    held it before has committed its output, so the check below sees it.
+    """
+    output = result.output_text()
+    now = timezone.now()
     with transaction.atomic():
-        run = lock_run(run_id)
-        if run is None or run.is_terminal:
-            return
-        output = result.output_text()
-        now = timezone.now()
         recorded = ToolInvocation.objects.filter(pk=inv.pk, status="running").update(
             status=result.status,
             output=output,
@@ -75,6 +78,9 @@ def _complete(inv: ToolInvocation, result: ToolResult) -> None:
         )
         if not recorded:
             return  # a parallel delivery recorded it first
+        run = lock_run(str(inv.run_id))
+        if run is None or run.is_terminal:
+            return
         events.tool_output(
             ref(run),
             tool_call_id=inv.tool_call_id,
