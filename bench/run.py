@@ -53,6 +53,7 @@ PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DB_NAME = "chatforge_bench"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 DOC = ROOT / "docs" / "performance.md"
+TOOL_MODULE = "tests.support.tools"  # slow_sleep: a tool that takes as long as asked
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
@@ -138,13 +139,13 @@ def main() -> None:
 
     # Baseline: the same provider and tools in a plain loop.
     provider = OpenAICompatibleProvider(base_url=fake.base_url, api_key="bench")
-    registry = build_registry(["bench.tools"])
+    registry = build_registry([TOOL_MODULE])
     run_in_process(provider, registry, "bench-3rounds", "warm-up")
     baseline = [run_in_process(provider, registry, "bench-3rounds", "benchmark") for _ in range(args.runs)]
 
     with distributed_stack(
         database_url=database_url, redis_url=REDIS_URL,
-        extra_env={"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "bench", "CHATFORGE_TOOL_MODULES": "bench.tools",
+        extra_env={"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "bench", "CHATFORGE_TOOL_MODULES": TOOL_MODULE,
                    "CHATFORGE_LOG_LEVEL": "WARNING"},
         tool_concurrency=PARALLEL_CALLS,
     ) as stack:
@@ -182,7 +183,7 @@ def write_doc(r: dict) -> None:
     met = lambda ok: "met" if ok else "**not met**"  # noqa: E731
     section = f"""{BEGIN}
 Last run: {r['date']} on {r['machine']} (`make bench`).
-Scenario: 3 tool rounds with 4 `bench_sleep` calls ({TOOL_MS} ms each; 2 in parallel, then 1, then 1)
+Scenario: 3 tool rounds with 4 `slow_sleep` calls ({TOOL_MS} ms each; 2 in parallel, then 1, then 1)
 and a final answer; the fake LLM answers each turn after {int(LLM_LATENCY_S * 1000)} ms.
 {r['runs']} measured runs after 2 warm-up runs; {r['steps_per_run']} steps per run (4 model turns, 4 tool calls, finalize).
 

@@ -21,7 +21,7 @@ PARALLEL_CALLS = 5
 
 
 def sleep_call(ms: int) -> tuple[str, dict]:
-    return ("bench_sleep", {"ms": ms})
+    return ("slow_sleep", {"ms": ms})
 
 
 def three_rounds() -> list[Reply]:

@@ -39,13 +39,27 @@ class MessageCreateSerializer(serializers.Serializer):
     tools = serializers.ListField(
         child=serializers.CharField(max_length=64), required=False, allow_null=True, max_length=128
     )
-    assistant = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    assistant = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=100,
+        help_text="Assistant profile (system prompt, model, tools). Not available yet: leave it out.",
+    )
     reasoning_effort = serializers.ChoiceField(
         choices=["minimal", "low", "medium", "high"], required=False
     )
     max_iterations = serializers.IntegerField(
         required=False, min_value=0, max_value=settings.CHATFORGE_MAX_ITERATIONS_LIMIT
     )
+
+
+    def validate_assistant(self, value: str) -> str:
+        if value:
+            raise serializers.ValidationError(
+                "Assistant profiles are not available yet; leave 'assistant' out and name "
+                "'model' and 'tools' directly."
+            )
+        return value
 
 
 class RunAcceptedSerializer(serializers.Serializer):

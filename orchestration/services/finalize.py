@@ -101,3 +101,14 @@ def run_finalize(
         Conversation.objects.filter(pk=run.conversation_id).update(updated_at=now)
         _publish_terminal(run, str(message.id))
     logger.info("run %s ended: %s", run_id, outcome.value)
+
+
+def step_must_stop(run: Run) -> bool:
+    """Whether a step of ``run`` must not proceed: the run has ended, or it
+    was asked to stop — in which case it is ended here, as cancelled."""
+    if run.is_terminal:
+        return True
+    if run.cancel_requested:
+        run_finalize(run_id=str(run.id), outcome=Outcome.CANCELLED)
+        return True
+    return False

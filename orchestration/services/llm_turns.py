@@ -24,7 +24,7 @@ from ..providers import ProviderError, get_provider
 from ..providers.base import ReasoningDelta, TextDelta, ToolCall, TurnRequest, TurnResult
 from ..tooling import get_registry
 from .claims import claim_turn, mark_run_running
-from .finalize import Outcome, run_finalize
+from .finalize import Outcome, run_finalize, step_must_stop
 from .heartbeat import step_lease
 from .ledger import ref
 
@@ -158,10 +158,7 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
             _after_done(done)
         return
     run = turn.run
-    if run.is_terminal:
-        return
-    if run.cancel_requested:
-        run_finalize(run_id=run_id, outcome=Outcome.CANCELLED)
+    if step_must_stop(run):
         return
     if turn.deliveries > settings.CHATFORGE_MAX_STEP_DELIVERIES:
         run_finalize(

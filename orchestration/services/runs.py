@@ -3,7 +3,7 @@ transaction, and the first model turn is enqueued only after it commits."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -23,7 +23,6 @@ class RunOptions:
     tools: list[str] | None = None  # None: every enabled tool
     max_iterations: int | None = None
     reasoning_effort: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def check_run_options(options: RunOptions) -> dict:

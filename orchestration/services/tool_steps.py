@@ -25,7 +25,7 @@ from tools.executor import ToolResult, execute_tool
 from .. import dispatch, events
 from ..tooling import get_registry
 from .claims import claim_invocation
-from .finalize import Outcome, run_finalize
+from .finalize import Outcome, run_finalize, step_must_stop
 from .heartbeat import step_lease
 from .ledger import lock_run, ref
 
@@ -120,10 +120,7 @@ def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
     if inv is None:
         return  # finished already (the fan-in happened with it), or a live delivery runs it
     run = inv.run
-    if run.is_terminal:
-        return
-    if run.cancel_requested:
-        run_finalize(run_id=run_id, outcome=Outcome.CANCELLED)
+    if step_must_stop(run):
         return
     result = _preset_result(inv)
     if result is None:

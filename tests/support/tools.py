@@ -1,4 +1,4 @@
-"""Tools that only tests load (CHATFORGE_TOOL_MODULES=tests.support.tools)."""
+"""Tools that only tests and benchmarks load (CHATFORGE_TOOL_MODULES=tests.support.tools)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def _slow_sleep(args: dict, ctx: ToolContext) -> dict:
 TOOLS = [
     Tool(
         name="slow_sleep",
-        description="Sleep for ms milliseconds (tests: long-running tool).",
+        description="Sleep for ms milliseconds (stands for real tool work in tests and benchmarks).",
         parameters={
             "type": "object",
             "properties": {"ms": {"type": "integer", "minimum": 0, "maximum": 60_000}},
