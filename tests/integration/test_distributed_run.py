@@ -164,3 +164,35 @@ def test_other_users_get_404_and_a_refused_socket(stack, fake_llm, make_user):
             pass  # no credentials at all
     # The owner's conversation is untouched.
     assert len(owner.request("GET", f"/api/conversations/{conversation_id}/messages/").json()["results"]) == 2
+
+
+def test_cancel_over_the_socket_keeps_the_partial_text(stack, fake_llm, make_user):
+    import json
+
+    slow = Reply(text=" ".join(f"w{i}" for i in range(200)), chunk_delay_s=0.05)
+    fake_llm.add_script("e2e-cancel", [slow])
+    _, token = make_user()
+    api = ApiClient(stack.http_url, token)
+    accepted = api.post_message(api.new_conversation(), "say a lot", model="e2e-cancel")
+
+    events = []
+    with connect(run_socket_url(stack.ws_url, accepted["run_id"]),
+                 additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+        while True:
+            event = json.loads(ws.recv(timeout=30))
+            events.append(event)
+            if event["type"] == "content.delta" and len(events) == 5:
+                ws.send(json.dumps({"type": "cancel"}))
+            if event["type"] in TERMINAL:
+                break
+
+    assert events[-1]["type"] == "run.cancelled"
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    streamed = "".join(e["data"]["text"] for e in events if e["type"] == "content.delta")
+    run = Run.objects.get(pk=accepted["run_id"])
+    assert run.status == "cancelled" and run.cancel_requested
+    message = Message.objects.get(run=run, role="assistant")
+    assert message.status == "cancelled"
+    assert events[-1]["data"]["message_id"] == str(message.id)
+    assert message.content and streamed.startswith(message.content)
+    assert len(message.content) < len(slow.text)

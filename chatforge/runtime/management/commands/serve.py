@@ -36,5 +36,5 @@ class Command(BaseCommand):
             workers=workers,
             lifespan="off",
             log_level=settings.LOG_LEVEL.lower(),
-            ws="websockets",
+            ws="websockets-sansio",
         )
