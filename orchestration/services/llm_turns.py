@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
@@ -36,9 +36,10 @@ _CHECK_INTERVAL_S = 1.0
 
 @dataclass(frozen=True)
 class _Streamed:
-    result: TurnResult | None  # None: the run was cancelled mid-stream
+    result: TurnResult | None  # None: cancelled or failed mid-stream
     partial_text: str
     provider_ms: int
+    error: str = ""  # why the model call failed, for the person reading the run
 
 
 def _emit_tool_call_events(run: Run, invocations: list[ToolInvocation]) -> None:
@@ -58,13 +59,16 @@ def _cancel_requested(run_id: str) -> bool:
 
 
 def _stream(run: Run, request: TurnRequest) -> _Streamed:
-    """Call the model, publishing deltas as they arrive."""
+    """Call the model, publishing deltas as they arrive. Provider failures and
+    unexpected adapter errors end in a ``_Streamed`` with ``error`` set (and
+    the text streamed so far); database errors propagate so the task retries."""
     r = ref(run)
     parts: list[str] = []
     result: TurnResult | None = None
     started = time.monotonic()
     next_check = started + _CHECK_INTERVAL_S
     stream = get_provider(run.model).stream_turn(request)
+    error = ""
     try:
         for item in stream:
             if isinstance(item, TextDelta):
@@ -80,9 +84,20 @@ def _stream(run: Run, request: TurnRequest) -> _Streamed:
                 if _cancel_requested(str(run.id)):
                     result = None
                     break
+    except ProviderError as exc:
+        result, error = None, exc.message
+    except DatabaseError:
+        raise
+    except Exception as exc:  # a bug in an adapter must not leave the run hanging
+        logger.exception("run %s: unexpected error while streaming from %s", run.id, run.model)
+        result = None
+        error = (
+            f"Internal error while talking to the model ({type(exc).__name__}); "
+            "the details are in the worker log."
+        )
     finally:
         stream.close()  # closes the upstream connection when we stop early
-    return _Streamed(result, "".join(parts), int((time.monotonic() - started) * 1000))
+    return _Streamed(result, "".join(parts), int((time.monotonic() - started) * 1000), error)
 
 
 def _unique_calls(iteration: int, calls: list[ToolCall], used_ids: frozenset[str]) -> list[ToolCall]:
@@ -183,12 +198,11 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
         tools=get_registry().specs(run.options.get("tools", [])) if turn.offered_tools else [],
         options={k: v for k, v in run.options.items() if k in ("reasoning_effort",)},
     )
-    try:
-        with step_lease(run_id, turn):
-            streamed = _stream(run, request)
-    except ProviderError as exc:
-        logger.warning("run %s turn %s: provider error: %s", run_id, iteration, exc.message)
-        run_finalize(run_id=run_id, outcome=Outcome.FAILED, error=exc.message)
+    with step_lease(run_id, turn):
+        streamed = _stream(run, request)
+    if streamed.error:
+        logger.warning("run %s turn %s failed: %s", run_id, iteration, streamed.error)
+        run_finalize(run_id=run_id, outcome=Outcome.FAILED, error=streamed.error, partial_text=streamed.partial_text)
         return
     if streamed.result is None:
         run_finalize(run_id=run_id, outcome=Outcome.CANCELLED, partial_text=streamed.partial_text)

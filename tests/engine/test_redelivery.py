@@ -186,3 +186,22 @@ def test_sweeper_re_enqueues_a_stalled_run(engine, settings):
     sweep_stalled_runs()
     calls = sorted(ToolInvocation.objects.filter(run=run).values_list("tool_call_id", flat=True))
     assert enqueued(broker) == sorted(("chatforge.tool_call", [str(run.id), c]) for c in calls)
+
+
+def test_a_provider_failure_mid_stream_fails_the_run_and_keeps_the_partial_text(engine, fake_llm):
+    user, _ = engine
+    broken = Reply(text="The answer begins like this and then", error_mid_stream=True)
+    fake_llm.add_script("broken-stream", [broken])
+    run = run_start(user=user, conversation=Conversation.objects.create(user=user), content="go",
+                    options=RunOptions(model="broken-stream"))
+
+    tasks.llm_turn(str(run.id), 0)
+
+    run.refresh_from_db()
+    assert run.status == "failed" and run.error
+    message = Message.objects.get(run=run, role="assistant")
+    assert message.status == "error"
+    assert message.content and broken.text.startswith(message.content)
+    events = get_event_log().read(str(run.id), after=0)
+    assert events[-1]["type"] == "run.failed"
+    assert events[-1]["data"] == {"error": run.error, "message_id": str(message.id)}
