@@ -38,6 +38,11 @@ def engine(settings, fake_llm, idle_broker, make_user):
     return user, idle_broker
 
 
+def new_run(user, model: str) -> Run:
+    return run_start(user=user, conversation=Conversation.objects.create(user=user), content="go",
+                     options=RunOptions(model=model))
+
+
 def enqueued(broker) -> list[tuple[str, list]]:
     """(task name, args) of every message waiting in the idle broker."""
     found = []
@@ -123,8 +128,7 @@ def test_every_step_delivered_twice(engine):
 
 def test_a_step_whose_worker_died_mid_call_runs_again(engine):
     user, broker = engine
-    run = run_start(user=user, conversation=Conversation.objects.create(user=user), content="go",
-                    options=RunOptions(model="redelivery"))
+    run = new_run(user, "redelivery")
     tasks.llm_turn(str(run.id), 0)
     inv = ToolInvocation.objects.filter(run=run).first()
     # The first delivery claimed the call and then its process was killed.
@@ -139,8 +143,7 @@ def test_a_step_whose_worker_died_mid_call_runs_again(engine):
 
 def test_a_duplicate_delivery_leaves_a_step_with_a_live_lease_alone(engine):
     user, broker = engine
-    run = run_start(user=user, conversation=Conversation.objects.create(user=user), content="go",
-                    options=RunOptions(model="redelivery"))
+    run = new_run(user, "redelivery")
     tasks.llm_turn(str(run.id), 0)
     inv = ToolInvocation.objects.filter(run=run).first()
     # Another worker is running this call right now: its lease is fresh.
@@ -155,8 +158,7 @@ def test_a_duplicate_delivery_leaves_a_step_with_a_live_lease_alone(engine):
 
 def test_a_step_delivered_past_the_cap_fails_the_run_cleanly(engine, settings):
     user, broker = engine
-    run = run_start(user=user, conversation=Conversation.objects.create(user=user), content="go",
-                    options=RunOptions(model="redelivery"))
+    run = new_run(user, "redelivery")
     LlmTurn.objects.filter(run=run, iteration=0).update(status="running", deliveries=settings.CHATFORGE_MAX_STEP_DELIVERIES)
 
     tasks.llm_turn(str(run.id), 0)
@@ -171,8 +173,7 @@ def test_a_step_delivered_past_the_cap_fails_the_run_cleanly(engine, settings):
 
 def test_sweeper_re_enqueues_a_stalled_run(engine, settings):
     user, broker = engine
-    run = run_start(user=user, conversation=Conversation.objects.create(user=user), content="go",
-                    options=RunOptions(model="redelivery"))
+    run = new_run(user, "redelivery")
     broker.delete(*QUEUES)  # the broker lost the first message
     assert sweep_stalled_runs() == 0  # not stale yet
     Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=settings.CHATFORGE_RUN_STALL_S + 1))
@@ -192,8 +193,7 @@ def test_a_provider_failure_mid_stream_fails_the_run_and_keeps_the_partial_text(
     user, _ = engine
     broken = Reply(text="The answer begins like this and then", error_mid_stream=True)
     fake_llm.add_script("broken-stream", [broken])
-    run = run_start(user=user, conversation=Conversation.objects.create(user=user), content="go",
-                    options=RunOptions(model="broken-stream"))
+    run = new_run(user, "broken-stream")
 
     tasks.llm_turn(str(run.id), 0)
 
