@@ -46,7 +46,7 @@ from bench.scenarios import (  # noqa: E402
 from orchestration.providers.openai_compat import OpenAICompatibleProvider  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 from tests.support.client import ApiClient, follow_run  # noqa: E402
-from tests.support.stack import ROOT, base_env, distributed_stack  # noqa: E402
+from tests.support.stack import ROOT, TEST_SECRET_KEYS, base_env, distributed_stack  # noqa: E402
 from tools.registry import build_registry  # noqa: E402
 
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
@@ -69,13 +69,15 @@ def fresh_database() -> str:
         conn.execute(f"CREATE DATABASE {DB_NAME}")
     redis.Redis.from_url(REDIS_URL).flushdb()
     url = f"{PG}/{DB_NAME}"
-    env = base_env(DATABASE_URL=url, REDIS_URL=REDIS_URL, DJANGO_SECRET_KEY="bench-" + "k" * 40)
+    env = base_env(DATABASE_URL=url, REDIS_URL=REDIS_URL, DJANGO_SECRET_KEY="bench-" + "k" * 40,
+                   CHATFORGE_SECRET_KEYS=TEST_SECRET_KEYS)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     return url
 
 
 def issue_token(database_url: str) -> str:
-    env = base_env(DATABASE_URL=database_url, REDIS_URL=REDIS_URL, DJANGO_SECRET_KEY="bench-" + "k" * 40)
+    env = base_env(DATABASE_URL=database_url, REDIS_URL=REDIS_URL, DJANGO_SECRET_KEY="bench-" + "k" * 40,
+                   CHATFORGE_SECRET_KEYS=TEST_SECRET_KEYS)
     out = subprocess.run([sys.executable, "manage.py", "create_demo_user", "--token-only"], cwd=ROOT, env=env,
                          check=True, capture_output=True, text=True)
     return out.stdout.strip()

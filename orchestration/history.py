@@ -21,8 +21,9 @@ FORCED_FINAL_NOTE = (
 def conversation_messages(run: Run) -> list[ChatMessage]:
     """Messages of the conversation up to and including the run's user message."""
     messages: list[ChatMessage] = []
-    if settings.CHATFORGE_SYSTEM_PROMPT:
-        messages.append(ChatMessage(role="system", content=settings.CHATFORGE_SYSTEM_PROMPT))
+    system_prompt = run.options.get("system_prompt") or settings.CHATFORGE_SYSTEM_PROMPT
+    if system_prompt:
+        messages.append(ChatMessage(role="system", content=system_prompt))
     history = Message.objects.filter(
         conversation_id=run.conversation_id,
         created_at__lte=run.user_message.created_at,

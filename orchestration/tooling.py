@@ -1,14 +1,10 @@
-"""The process-wide tool registry: built-ins plus CHATFORGE_TOOL_MODULES."""
+"""The tools a run may use: the catalog of code and data tools."""
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from django.conf import settings
-
-from tools.registry import ToolRegistry, build_registry
+from chatforge.catalog.catalog import get_catalog
+from tools.registry import ToolRegistry
 
 
-@lru_cache(maxsize=1)
 def get_registry() -> ToolRegistry:
-    return build_registry(settings.CHATFORGE_TOOL_MODULES)
+    return get_catalog()

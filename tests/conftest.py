@@ -11,6 +11,8 @@ import redis
 from django.conf import settings
 
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.site import API_KEY as WEATHER_API_KEY
+from tests.support.site import LocalSite
 from tests.support.stack import DistributedStack, distributed_stack
 
 
@@ -41,7 +43,16 @@ def _test_database_url() -> str:
 
 
 @pytest.fixture(scope="session")
-def stack(django_db_setup, django_db_blocker, fake_llm: FakeOpenAIServer) -> Iterator[DistributedStack]:
+def local_site() -> Iterator[LocalSite]:
+    site = LocalSite().start()
+    yield site
+    site.stop()
+
+
+@pytest.fixture(scope="session")
+def stack(
+    django_db_setup, django_db_blocker, fake_llm: FakeOpenAIServer, local_site: LocalSite
+) -> Iterator[DistributedStack]:
     """Workers and web server against the test database, the test Redis and
     the fake LLM. Tests using it must commit their data
     (``django_db(transaction=True)``) so the other processes can see it."""
@@ -50,8 +61,15 @@ def stack(django_db_setup, django_db_blocker, fake_llm: FakeOpenAIServer) -> Ite
     with distributed_stack(
         database_url=database_url,
         redis_url=settings.REDIS_URL,
-        extra_env={"OPENAI_BASE_URL": fake_llm.base_url, "OPENAI_API_KEY": "test-key",
-                   "CHATFORGE_DEMO_TOKEN_DELAY_S": "0"},
+        extra_env={
+            "OPENAI_BASE_URL": fake_llm.base_url,
+            "OPENAI_API_KEY": "test-key",
+            "CHATFORGE_DEMO_TOKEN_DELAY_S": "0",
+            "CHATFORGE_TOOL_MODULES": "tests.support.tools",
+            "CHATFORGE_TOOL_CATALOG_TTL_S": "0",
+            "CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS": local_site.host_port,
+            "TOOL_WEATHER_API_KEY": WEATHER_API_KEY,
+        },
     ) as running:
         yield running
 

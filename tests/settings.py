@@ -13,6 +13,10 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/chatfo
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-secret-key-0123456789-abcdefghijklmnop")
 os.environ.setdefault("CHATFORGE_DEMO_TOKEN_DELAY_S", "0")
+os.environ.setdefault("CHATFORGE_TOOL_MODULES", "tests.support.tools")
+# A fixed key so tests can read what they stored (never used outside tests).
+os.environ.setdefault("CHATFORGE_SECRET_KEYS", "uCKE6r66a2mBYRW6KXsq-jfMAByMIpJczrLdXosbxPo=")
+os.environ.setdefault("CHATFORGE_TOOL_CATALOG_TTL_S", "0")
 
 from chatforge.settings import *  # noqa: E402,F401,F403
 

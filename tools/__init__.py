@@ -7,8 +7,9 @@ tasks and benchmarks can all use it.
 from __future__ import annotations
 
 from tools.base import Tool, ToolContext, ToolPolicy
+from tools.decorators import tool
 from tools.errors import ToolArgumentError, ToolError, TransientToolError
-from tools.executor import ToolResult, execute_tool
+from tools.executor import ToolResult, configure_output_limit, execute_tool
 from tools.registry import DuplicateToolError, ToolConfigurationError, ToolRegistry, build_registry
 
 __all__ = [
@@ -23,5 +24,7 @@ __all__ = [
     "ToolResult",
     "TransientToolError",
     "build_registry",
+    "configure_output_limit",
     "execute_tool",
+    "tool",
 ]

@@ -16,6 +16,8 @@ from typing import Any, Literal
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from tools.arguments import strict_schema
+
 SideEffects = Literal["read_only", "idempotent", "not_idempotent"]
 _SIDE_EFFECTS: frozenset[str] = frozenset({"read_only", "idempotent", "not_idempotent"})
 
@@ -67,6 +69,14 @@ class ToolContext:
     run_id: str | None = None
     tool_call_id: str | None = None
     user_id: int | None = None
+    # Looks up one of the calling user's stored secrets by name (e.g.
+    # "tavily_api_key"); None when the user has none. Supplied by the engine,
+    # so tools never touch storage or keys themselves.
+    secret_lookup: Callable[[str], str | None] | None = field(default=None, compare=False, repr=False)
+
+    def secret(self, name: str) -> str | None:
+        """The calling user's secret ``name``, or None."""
+        return self.secret_lookup(name) if self.secret_lookup is not None else None
 
     @property
     def idempotency_key(self) -> str | None:
@@ -115,9 +125,14 @@ class Tool:
 
     @cached_property
     def validator(self) -> Draft202012Validator:
-        """The validator for ``parameters``, built once per tool rather than per call."""
+        """The validator of arguments, built once per tool rather than per call.
+
+        It checks the strict view of ``parameters`` (undeclared properties are
+        refused unless the schema allows them; see ``tools.arguments.strict_schema``),
+        while providers are still sent ``parameters`` as written.
+        """
         return Draft202012Validator(
-            self.parameters, format_checker=Draft202012Validator.FORMAT_CHECKER
+            strict_schema(self.parameters), format_checker=Draft202012Validator.FORMAT_CHECKER
         )
 
     def spec(self) -> dict[str, Any]:

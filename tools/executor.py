@@ -27,6 +27,25 @@ logger = logging.getLogger(__name__)
 
 ToolStatus = Literal["success", "error", "timeout"]
 
+# Most characters of one tool output the model is sent. A tool that returns a
+# whole web page or a huge JSON list would otherwise fill the model's context
+# (and the bill) with one message. The engine sets it from settings at start-up.
+DEFAULT_OUTPUT_LIMIT = 20_000
+_output_limit = DEFAULT_OUTPUT_LIMIT
+
+
+def configure_output_limit(max_chars: int) -> None:
+    """Set the most characters ``ToolResult.output_text()`` returns, for all tools."""
+    global _output_limit
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+        raise ValueError(f"The tool output limit must be a positive integer, got {max_chars!r}")
+    _output_limit = max_chars
+
+
+def output_limit() -> int:
+    """The current limit set by ``configure_output_limit`` (``DEFAULT_OUTPUT_LIMIT`` until then)."""
+    return _output_limit
+
 
 @dataclass(frozen=True)
 class ToolResult:
@@ -59,9 +78,14 @@ class ToolResult:
     def output_text(self) -> str:
         """The content of the tool message sent back to the model.
 
-        Strings pass through unchanged; anything else is compact JSON, keeping
-        non-ASCII text readable (and cheaper in tokens) for the model.
+        Strings pass through; anything else is compact JSON, keeping non-ASCII
+        text readable (and cheaper in tokens) for the model. The text is cut to
+        the output limit (``configure_output_limit``), ending with a marker
+        that says so; ``result`` itself keeps the whole value.
         """
+        return _truncated(self._full_text(), _output_limit)
+
+    def _full_text(self) -> str:
         if not self.success:
             return self.error or ""
         if isinstance(self.result, str):
@@ -78,6 +102,9 @@ class _Attempt:
     error: str | None = None
     retryable_by_model: bool = False
     transient: bool = False  # another attempt might succeed
+    # The least wait before the next attempt that the failed service asked for
+    # (an HTTP Retry-After), carried by the TransientToolError as ``retry_after_s``.
+    retry_after_s: float = 0.0
 
 
 def execute_tool(
@@ -146,7 +173,7 @@ def execute_tool(
         attempt = _attempt(tool, copy.deepcopy(parsed), context)
         if not _may_retry(tool, attempt) or attempts >= tool.policy.max_attempts:
             return finish(attempt, attempts)
-        delay = backoff_delay(tool.policy, attempts)
+        delay = max(backoff_delay(tool.policy, attempts), attempt.retry_after_s)
         logger.info(
             "Tool %s attempt %d failed (%s), retrying in %.2fs",
             name,
@@ -202,7 +229,10 @@ def _failed(tool: Tool, error: BaseException) -> _Attempt:
         return _model_error(messages.handler_argument_error(tool.name, _message(error)))
     if isinstance(error, TransientToolError):
         return _Attempt(
-            status="error", error=messages.handler_error(tool.name, _message(error)), transient=True
+            status="error",
+            error=messages.handler_error(tool.name, _message(error)),
+            transient=True,
+            retry_after_s=float(getattr(error, "retry_after_s", None) or 0.0),
         )
     if isinstance(error, ToolError):
         return _Attempt(status="error", error=messages.handler_error(tool.name, _message(error)))
@@ -226,6 +256,18 @@ def _model_error(text: str) -> _Attempt:
 
 def _message(error: ToolError) -> str:
     return str(error) or type(error).__name__
+
+
+def _truncated(text: str, limit: int) -> str:
+    """``text`` if it fits in ``limit`` characters, else its start plus a marker, ``limit`` in all."""
+    if len(text) <= limit:
+        return text
+    # Sized with ``limit`` in the marker: the number actually shown has no more
+    # digits, so the real marker is no longer and the total stays within limit.
+    shown = limit - len(messages.truncated_output(len(text), limit))
+    if shown <= 0:
+        return text[:limit]  # a limit smaller than the marker: the bare cut is all that fits
+    return text[:shown] + messages.truncated_output(len(text), shown)
 
 
 def _to_json(value: Any) -> str:

@@ -55,6 +55,15 @@ def timed_out(name: str, timeout_s: float) -> str:
     return f"Error: Tool '{name}' timed out after {timeout_s:g} seconds."
 
 
+def truncated_output(total_chars: int, shown_chars: int) -> str:
+    """The marker ending a tool output cut to the output limit.
+
+    It gives both numbers so the model knows it saw only the start and how
+    much it missed (it may then ask the tool for a narrower result).
+    """
+    return f"\n…[output truncated: {total_chars} characters in total, showing the first {shown_chars}]"
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, saying how much was left out."""
     if len(text) <= limit:

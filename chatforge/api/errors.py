@@ -46,9 +46,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             "invalid_request", _validation_message(exc.detail), {"fields": exc.detail}
         )
     elif isinstance(exc, exceptions.NotFound):
-        response.data = error_body(
-            "not_found", "Not found: it does not exist or you do not have access to it."
-        )
+        detail = str(exc.detail)
+        if detail == str(exceptions.NotFound.default_detail):
+            detail = "Not found: it does not exist or you do not have access to it."
+        response.data = error_body("not_found", detail)
     elif isinstance(exc, exceptions.APIException):
         code = exc.get_codes() if isinstance(exc.get_codes(), str) else "error"
         response.data = error_body(code, _validation_message(exc.detail))

@@ -43,7 +43,7 @@ class MessageCreateSerializer(serializers.Serializer):
         required=False,
         allow_blank=True,
         max_length=100,
-        help_text="Assistant profile (system prompt, model, tools). Not available yet: leave it out.",
+        help_text="An assistant profile's name: its system prompt, model, tools and iteration cap become the defaults.",
     )
     reasoning_effort = serializers.ChoiceField(
         choices=["minimal", "low", "medium", "high"], required=False
@@ -51,15 +51,6 @@ class MessageCreateSerializer(serializers.Serializer):
     max_iterations = serializers.IntegerField(
         required=False, min_value=0, max_value=settings.CHATFORGE_MAX_ITERATIONS_LIMIT
     )
-
-
-    def validate_assistant(self, value: str) -> str:
-        if value:
-            raise serializers.ValidationError(
-                "Assistant profiles are not available yet; leave 'assistant' out and name "
-                "'model' and 'tools' directly."
-            )
-        return value
 
 
 class RunAcceptedSerializer(serializers.Serializer):

@@ -2,14 +2,17 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from .tool_views import ToolViewSet
 from .views import ConversationViewSet, RunViewSet
 
 router = DefaultRouter()
 router.register("conversations", ConversationViewSet, basename="conversation")
 router.register("runs", RunViewSet, basename="run")
+router.register("tools", ToolViewSet, basename="tool")
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("", include(router.urls)),
+    path("", include("chatforge.accounts.urls")),
 ]

@@ -71,6 +71,7 @@ class ConversationViewSet(
                 tools=data.get("tools"),
                 max_iterations=data.get("max_iterations"),
                 reasoning_effort=data.get("reasoning_effort"),
+                assistant=data.get("assistant") or "",
             ),
         )
         body = {

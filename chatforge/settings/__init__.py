@@ -8,3 +8,5 @@ from .realtime import *  # noqa: F401,F403
 from .api import *  # noqa: F401,F403
 from .engine import *  # noqa: F401,F403
 from .logging import *  # noqa: F401,F403
+from .tools import *  # noqa: F401,F403
+from .secrets import *  # noqa: F401,F403

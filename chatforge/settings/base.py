@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "chatforge.api",
     "chatforge.realtime",
     "chatforge.runtime",
+    "chatforge.catalog",
 ]
 
 MIDDLEWARE = [

@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from chatforge.catalog.models import Assistant
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
 from chatforge.errors import InvalidRequest, UnknownTool
 
@@ -20,34 +21,60 @@ from ..tooling import get_registry
 @dataclass(frozen=True)
 class RunOptions:
     model: str = ""
-    tools: list[str] | None = None  # None: every enabled tool
+    tools: list[str] | None = None  # None: the assistant's tools, else every enabled tool
     max_iterations: int | None = None
     reasoning_effort: str | None = None
+    assistant: str = ""  # an Assistant's name
+
+
+def _assistant(name: str) -> Assistant | None:
+    if not name:
+        return None
+    assistant = Assistant.objects.filter(name=name).first()
+    if assistant is None:
+        available = list(Assistant.objects.values_list("name", flat=True))
+        raise InvalidRequest(
+            f"Unknown assistant '{name}'. Available assistants: {', '.join(available) or 'none'}.",
+            details={"field": "assistant", "available": available},
+        )
+    return assistant
 
 
 def check_run_options(options: RunOptions) -> dict:
-    """Validate the request's options; return what the run stores."""
+    """Validate the request's options (with the assistant's defaults filled
+    in); return what the run stores."""
     registry = get_registry()
-    if options.tools is None:
+    assistant = _assistant(options.assistant)
+    requested = options.tools if options.tools is not None else (assistant.tools if assistant else None)
+    if requested and not settings.CHATFORGE_TOOLS_ENABLED:
+        raise InvalidRequest("Tools are turned off on this server; send the message without 'tools'.")
+    if requested is None:
         tools = registry.names()
     else:
-        unknown = [name for name in options.tools if registry.get(name) is None]
+        unknown = [name for name in requested if registry.get(name) is None]
         if unknown:
             raise UnknownTool(
                 f"Unknown tool(s): {', '.join(unknown)}. Available tools: {', '.join(registry.names())}.",
                 details={"unknown": unknown, "available": registry.names()},
             )
-        tools = list(dict.fromkeys(options.tools))
-    cap = settings.CHATFORGE_MAX_ITERATIONS if options.max_iterations is None else options.max_iterations
+        tools = list(dict.fromkeys(requested))
+    cap = options.max_iterations
+    if cap is None:
+        cap = assistant.max_iterations if assistant and assistant.max_iterations is not None else settings.CHATFORGE_MAX_ITERATIONS
     limit = settings.CHATFORGE_MAX_ITERATIONS_LIMIT
     if not 0 <= cap <= limit:
         raise InvalidRequest(
             f"max_iterations must be between 0 and {limit}; got {cap}.",
             details={"field": "max_iterations"},
         )
-    stored = {"tools": tools, "max_iterations": cap}
+    stored: dict = {"tools": tools, "max_iterations": cap}
     if options.reasoning_effort:
         stored["reasoning_effort"] = options.reasoning_effort
+    if assistant is not None:
+        stored["assistant"] = assistant.name
+        stored["system_prompt"] = assistant.system_prompt
+        if assistant.model:
+            stored["assistant_model"] = assistant.model
     return stored
 
 
@@ -63,7 +90,7 @@ def run_start(
             details={"field": "content"},
         )
     stored_options = check_run_options(options)
-    model = options.model or settings.CHATFORGE_DEFAULT_MODEL
+    model = options.model or stored_options.pop("assistant_model", "") or settings.CHATFORGE_DEFAULT_MODEL
     with transaction.atomic():
         message = Message.objects.create(
             conversation=conversation, role=Message.Role.USER, content=content

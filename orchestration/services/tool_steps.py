@@ -12,17 +12,19 @@ hosts.
 
 from __future__ import annotations
 
+import json
 import logging
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
-from tools.base import ToolContext
 from tools.executor import ToolResult, execute_tool
 
 from .. import dispatch, events
+from ..tool_context import tool_context_for
 from ..tooling import get_registry
 from .claims import claim_invocation
 from .finalize import Outcome, run_finalize, step_must_stop
@@ -54,6 +56,33 @@ def _preset_result(inv: ToolInvocation) -> ToolResult | None:
             "run again; it may or may not have taken effect.",
         )
     return None
+
+
+def _normalized(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments or "{}"), sort_keys=True, separators=(",", ":"))
+    except json.JSONDecodeError:
+        return arguments
+
+
+def _repeat_result(inv: ToolInvocation) -> ToolResult | None:
+    """An error result when the model keeps calling the same tool with the
+    same arguments (seed 002's circular-call detection); None otherwise."""
+    limit = settings.CHATFORGE_TOOL_REPEAT_LIMIT
+    earlier = ToolInvocation.objects.filter(run_id=inv.run_id, name=inv.name).filter(
+        Q(iteration__lt=inv.iteration) | Q(iteration=inv.iteration, position__lt=inv.position)
+    )
+    mine = _normalized(inv.arguments)
+    repeats = sum(1 for args in earlier.values_list("arguments", flat=True) if _normalized(args) == mine)
+    if repeats < limit:
+        return None
+    logger.warning("run %s: tool %s called again with the same arguments (%s earlier calls)", inv.run_id, inv.name, repeats)
+    return _error_result(
+        inv.name,
+        f"Error: '{inv.name}' was already called {repeats} times with these same arguments in this "
+        "request. Do not repeat the call: use the results you already have, or call it with "
+        "different arguments.",
+    )
 
 
 def _complete(inv: ToolInvocation, result: ToolResult) -> None:
@@ -122,7 +151,7 @@ def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
     run = inv.run
     if step_must_stop(run):
         return
-    result = _preset_result(inv)
+    result = _preset_result(inv) or _repeat_result(inv)
     if result is None:
         r = ref(run)
         with step_lease(run_id, inv):
@@ -130,7 +159,7 @@ def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
                 get_registry(),
                 inv.name,
                 inv.arguments,
-                context=ToolContext(run_id=run_id, tool_call_id=inv.tool_call_id, user_id=run.user_id),
+                context=tool_context_for(user_id=run.user_id, run_id=run_id, tool_call_id=inv.tool_call_id),
                 on_retry=lambda attempt, error: events.tool_retry(
                     r, tool_call_id=inv.tool_call_id, attempt=attempt, error=error
                 ),

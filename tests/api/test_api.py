@@ -52,7 +52,7 @@ def test_post_message_returns_202_with_run_and_event_urls(client):
         ({"content": "hi", "max_iterations": 500}, 400, "invalid_request", "max_iterations"),
         ({"content": "hi", "reasoning_effort": "extreme"}, 400, "invalid_request", "reasoning_effort"),
         ({"content": "   "}, 400, "invalid_request", "The message is empty"),
-        ({"content": "hi", "assistant": "helper"}, 400, "invalid_request", "Assistant profiles are not available yet"),
+        ({"content": "hi", "assistant": "helper"}, 400, "invalid_request", "Unknown assistant 'helper'"),
     ],
 )
 def test_bad_messages_get_clear_json_errors_and_start_nothing(client, payload, status, code, fragment):

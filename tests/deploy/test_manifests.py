@@ -21,7 +21,7 @@ import yaml
 from django.conf import settings
 from django.core.management import get_commands
 
-from tests.support.stack import base_env
+from tests.support.stack import TEST_SECRET_KEYS, base_env
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -161,7 +161,8 @@ def test_env_example_holds_placeholders_not_secrets():
 
 
 def _secret_placeholder_env() -> dict[str, str]:
-    return {"DJANGO_SECRET_KEY": "deploy-test-secret-key-0123456789-abcdefghijklmnop"}
+    return {"DJANGO_SECRET_KEY": "deploy-test-secret-key-0123456789-abcdefghijklmnop",
+            "CHATFORGE_SECRET_KEYS": TEST_SECRET_KEYS}
 
 
 def _k8s_env() -> dict[str, str]:

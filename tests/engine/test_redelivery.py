@@ -205,3 +205,30 @@ def test_a_provider_failure_mid_stream_fails_the_run_and_keeps_the_partial_text(
     events = get_event_log().read(str(run.id), after=0)
     assert events[-1]["type"] == "run.failed"
     assert events[-1]["data"] == {"error": run.error, "message_id": str(message.id)}
+
+
+def test_a_side_effecting_tool_runs_once_however_often_its_step_is_delivered(engine, fake_llm):
+    import redis as redis_lib
+
+    from tests.support.tools import EFFECTS_REDIS_URL
+
+    user, _ = engine
+    effects = redis_lib.Redis.from_url(EFFECTS_REDIS_URL)
+    fake_llm.add_script("effect", [Reply(tool_calls=[("count_effect", {})]), Reply(text="done")])
+
+    run = new_run(user, "effect")
+    tasks.llm_turn(str(run.id), 0)
+    inv = ToolInvocation.objects.get(run=run)
+    tasks.tool_call(str(run.id), inv.tool_call_id)
+    tasks.tool_call(str(run.id), inv.tool_call_id)
+    assert int(effects.get(f"effect:{run.id}:{inv.tool_call_id}")) == 1
+
+    # A delivery that finds the call started by a worker that died does not call it again.
+    crashed = new_run(user, "effect")
+    tasks.llm_turn(str(crashed.id), 0)
+    inv = ToolInvocation.objects.get(run=crashed)
+    ToolInvocation.objects.filter(pk=inv.pk).update(status="running", deliveries=1, heartbeat_at=None)
+    tasks.tool_call(str(crashed.id), inv.tool_call_id)
+    inv.refresh_from_db()
+    assert effects.get(f"effect:{crashed.id}:{inv.tool_call_id}") is None
+    assert inv.status == "error" and "not safe to run again" in inv.output

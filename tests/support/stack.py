@@ -20,6 +20,8 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
+# Fernet key for the processes tests start (tests only).
+TEST_SECRET_KEYS = "uCKE6r66a2mBYRW6KXsq-jfMAByMIpJczrLdXosbxPo="
 
 
 def free_port() -> int:
@@ -144,6 +146,7 @@ def distributed_stack(
             "DATABASE_URL": database_url,
             "REDIS_URL": redis_url,
             "DJANGO_SECRET_KEY": "integration-tests-secret-key-0123456789-abcdefgh",
+            "CHATFORGE_SECRET_KEYS": TEST_SECRET_KEYS,
             "CHATFORGE_LOG_LEVEL": "INFO",
             **(extra_env or {}),
         }

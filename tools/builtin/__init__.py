@@ -6,7 +6,9 @@ from tools.base import Tool
 from tools.builtin.calculator import CALCULATOR
 from tools.builtin.echo import ECHO
 from tools.builtin.get_time import GET_TIME
+from tools.builtin.web_fetch import WEB_FETCH
+from tools.builtin.web_search import WEB_SEARCH
 
-BUILTIN_TOOLS: list[Tool] = [CALCULATOR, ECHO, GET_TIME]
+BUILTIN_TOOLS: list[Tool] = [CALCULATOR, ECHO, GET_TIME, WEB_FETCH, WEB_SEARCH]
 
-__all__ = ["BUILTIN_TOOLS", "CALCULATOR", "ECHO", "GET_TIME"]
+__all__ = ["BUILTIN_TOOLS", "CALCULATOR", "ECHO", "GET_TIME", "WEB_FETCH", "WEB_SEARCH"]

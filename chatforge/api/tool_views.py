@@ -1,0 +1,72 @@
+"""The tools API: what tools exist, and (staff) running one directly."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import permissions, serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chatforge.catalog.catalog import code_tool_names, get_catalog
+from orchestration.tool_context import tool_context_for
+from tools.base import Tool
+from tools.executor import execute_tool
+
+
+class ToolSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    parameters = serializers.JSONField()
+    kind = serializers.ChoiceField(choices=["code", "data"])
+    policy = serializers.JSONField()
+
+
+class InvokeSerializer(serializers.Serializer):
+    arguments = serializers.JSONField(required=False, default=dict, help_text="An object, or its JSON text.")
+
+
+class ToolResultSerializer(serializers.Serializer):
+    success = serializers.BooleanField()
+    result = serializers.JSONField(required=False)
+    error = serializers.CharField(required=False)
+    tool_name = serializers.CharField()
+    execution_time_ms = serializers.IntegerField()
+
+
+def _describe(tool: Tool, code_names: set[str]) -> dict:
+    policy = tool.policy
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "kind": "code" if tool.name in code_names else "data",
+        "policy": {
+            "timeout_s": policy.timeout_s,
+            "max_attempts": policy.max_attempts,
+            "side_effects": policy.side_effects,
+            "requires_approval": policy.requires_approval,
+        },
+    }
+
+
+class ToolViewSet(viewsets.ViewSet):
+    lookup_field = "name"
+    lookup_value_regex = r"[a-zA-Z0-9_-]{1,64}"
+
+    @extend_schema(responses=ToolSerializer(many=True))
+    def list(self, request: Request) -> Response:
+        code_names = code_tool_names()
+        return Response([_describe(t, code_names) for t in get_catalog(fresh=True).all()])
+
+    @extend_schema(request=InvokeSerializer, responses=ToolResultSerializer)
+    @action(detail=True, methods=["post"], permission_classes=[permissions.IsAdminUser])
+    def invoke(self, request: Request, name: str) -> Response:
+        payload = InvokeSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        catalog = get_catalog(fresh=True)
+        if catalog.get(name) is None:
+            raise NotFound(f"No tool named '{name}'. Available tools: {', '.join(catalog.names())}.")
+        result = execute_tool(catalog, name, payload.validated_data["arguments"], context=tool_context_for(user_id=request.user.id))
+        return Response(result.as_dict())

@@ -1,0 +1,74 @@
+"""The tools a run may use: code tools plus enabled data tools.
+
+Code tools (built-ins, CHATFORGE_TOOL_MODULES, internal tools) are fixed for
+the life of a process. Data tools come from the database and may change at
+any time, so the combined catalog is rebuilt at most every
+CHATFORGE_TOOL_CATALOG_TTL_S seconds: an admin's edit reaches every worker
+within that time without a query on every step.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from functools import lru_cache
+
+from django.conf import settings
+
+from tools.registry import DuplicateToolError, ToolRegistry, build_registry
+
+logger = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_cached: tuple[float, ToolRegistry] | None = None
+
+
+@lru_cache(maxsize=1)
+def _code_registry() -> ToolRegistry:
+    from .internal_tools import INTERNAL_TOOLS
+
+    registry = build_registry(settings.CHATFORGE_TOOL_MODULES)
+    for tool in INTERNAL_TOOLS:
+        registry.register(tool)
+    return registry
+
+
+def code_tool_names() -> set[str]:
+    return set(_code_registry().names())
+
+
+def _build() -> ToolRegistry:
+    from .definitions import tool_from_definition
+    from .models import ToolDefinition
+
+    registry = ToolRegistry()
+    if not settings.CHATFORGE_TOOLS_ENABLED:
+        return registry
+    disabled = set(settings.CHATFORGE_DISABLED_TOOLS)
+    for tool in _code_registry().all():
+        if tool.name not in disabled:
+            registry.register(tool)
+    for defn in ToolDefinition.objects.filter(enabled=True):
+        if defn.name in disabled:
+            continue
+        try:
+            registry.register(tool_from_definition(defn))
+        except DuplicateToolError:
+            logger.error("tool definition %r is shadowed by a code tool of the same name; rename it", defn.name)
+        except (ValueError, TypeError) as exc:
+            logger.error("tool definition %r is invalid and was left out: %s", defn.name, exc)
+    return registry
+
+
+def get_catalog(*, fresh: bool = False) -> ToolRegistry:
+    """The current catalog; ``fresh`` skips the cache (admin actions, the API)."""
+    global _cached
+    now = time.monotonic()
+    with _lock:
+        if not fresh and _cached is not None and now - _cached[0] < settings.CHATFORGE_TOOL_CATALOG_TTL_S:
+            return _cached[1]
+    registry = _build()
+    with _lock:
+        _cached = (now, registry)
+    return registry

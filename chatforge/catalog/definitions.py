@@ -1,0 +1,136 @@
+"""Turning catalog rows into tools, and checking rows before they are saved.
+
+The checks build the real ``Tool`` (name pattern, description, JSON Schema),
+so a row that saves is a row that works; anything wrong is reported per
+field, in words an admin can act on.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from chatforge.env import env
+from tools.base import Tool, ToolContext, ToolPolicy
+from tools.http_tools import HttpToolConfig, make_http_tool
+
+from .models import Assistant, ToolDefinition
+
+# Placeholders in HTTP tools may read only environment variables with this
+# prefix, so an admin-defined URL can never leak DATABASE_URL or the secret key.
+ENV_PREFIX = "TOOL_"
+
+
+def env_lookup(name: str) -> str | None:
+    if not name.startswith(ENV_PREFIX):
+        return None
+    value = env.str(name, default="")
+    return value or None
+
+
+def _policy(defn: ToolDefinition) -> ToolPolicy:
+    return ToolPolicy(
+        timeout_s=defn.timeout_s,
+        max_attempts=defn.max_attempts,
+        backoff_initial_s=defn.backoff_initial_s,
+        backoff_max_s=defn.backoff_max_s,
+        side_effects=defn.side_effects,
+        requires_approval=defn.requires_approval,
+    )
+
+
+def tool_from_definition(defn: ToolDefinition) -> Tool:
+    if defn.kind == ToolDefinition.Kind.MOCK:
+        response = copy.deepcopy(defn.mock_response)
+
+        def respond(args: dict[str, Any], ctx: ToolContext) -> Any:
+            return copy.deepcopy(response)
+
+        return Tool(
+            name=defn.name,
+            description=defn.description,
+            parameters=defn.parameters,
+            handler=respond,
+            policy=_policy(defn),
+        )
+    config = HttpToolConfig(
+        url=defn.url,
+        method=defn.method,
+        headers=dict(defn.headers or {}),
+        params_mapping=dict(defn.params_mapping or {}),
+        response_path=defn.response_path or None,
+        timeout_s=defn.timeout_s,
+        max_attempts=defn.max_attempts,
+        backoff_initial_s=defn.backoff_initial_s,
+        backoff_max_s=defn.backoff_max_s,
+        allowed_domains=list(defn.allowed_domains or []),
+    )
+    return make_http_tool(
+        name=defn.name,
+        description=defn.description,
+        parameters=defn.parameters,
+        config=config,
+        side_effects=defn.side_effects,
+        env_lookup=env_lookup,
+    )
+
+
+def _string_map(value: Any, field: str, errors: dict[str, list[str]]) -> None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        errors.setdefault(field, []).append('Must be a JSON object of strings, e.g. {"name": "value"}.')
+
+
+def check_definition(defn: ToolDefinition) -> None:
+    """Raise ``ValidationError`` (per field) unless the row makes a working tool."""
+    from .catalog import code_tool_names
+
+    errors: dict[str, list[str]] = {}
+    if defn.name in code_tool_names():
+        errors["name"] = [f"'{defn.name}' is already a built-in or code tool; choose another name."]
+    if defn.timeout_s is not None and defn.timeout_s <= 0:
+        errors["timeout_s"] = ["Must be more than 0 seconds."]
+    if defn.max_attempts is not None and defn.max_attempts < 1:
+        errors["max_attempts"] = ["At least 1."]
+    if defn.kind == ToolDefinition.Kind.MOCK and defn.mock_response is None:
+        errors["mock_response"] = ["A mock tool needs the response it returns."]
+    if defn.kind == ToolDefinition.Kind.HTTP:
+        if not re.match(r"^https?://", defn.url or ""):
+            errors["url"] = ["An HTTP tool needs an http:// or https:// URL."]
+        _string_map(defn.headers or {}, "headers", errors)
+        _string_map(defn.params_mapping or {}, "params_mapping", errors)
+        if not isinstance(defn.allowed_domains or [], list) or not all(
+            isinstance(d, str) and d for d in defn.allowed_domains or []
+        ):
+            errors["allowed_domains"] = ['Must be a JSON list of domain names, e.g. ["api.example.com"].']
+        if defn.response_path:
+            try:
+                from jsonpath_ng import parse
+
+                parse(defn.response_path)
+            except Exception as exc:  # the library raises several exception types
+                errors["response_path"] = [f"Not a valid JSONPath: {exc}"]
+    if not errors:
+        try:
+            tool_from_definition(defn)
+        except (ValueError, TypeError) as exc:
+            errors["parameters" if "schema" in str(exc).lower() else "__all__"] = [str(exc)]
+    if errors:
+        raise ValidationError(errors)
+
+
+def check_assistant(assistant: Assistant) -> None:
+    from .catalog import get_catalog
+
+    errors: dict[str, list[str]] = {}
+    if not isinstance(assistant.tools, list) or not all(isinstance(t, str) for t in assistant.tools):
+        errors["tools"] = ['Must be a JSON list of tool names, e.g. ["get_time", "calculator"].']
+    else:
+        known = set(get_catalog(fresh=True).names())
+        unknown = [t for t in assistant.tools if t not in known]
+        if unknown:
+            errors["tools"] = [f"Unknown tool(s): {', '.join(unknown)}. Available tools: {', '.join(sorted(known))}."]
+    if errors:
+        raise ValidationError(errors)

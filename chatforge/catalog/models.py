@@ -1,0 +1,94 @@
+"""Tools defined as data, and assistant profiles, editable in the admin.
+
+Code tools live in the ``tools`` package; these rows add ``mock`` tools
+(fixed response) and ``http`` tools (an outside API described as data) and
+named assistants (system prompt, model, allowed tools, iteration cap).
+Validation happens in ``clean()`` so the admin, the file loader and the
+API refuse the same mistakes with the same messages.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class ToolDefinition(models.Model):
+    class Kind(models.TextChoices):
+        MOCK = "mock", "Mock (fixed response)"
+        HTTP = "http", "HTTP API"
+
+    class Method(models.TextChoices):
+        GET = "GET"
+        POST = "POST"
+        PUT = "PUT"
+        PATCH = "PATCH"
+        DELETE = "DELETE"
+
+    class SideEffects(models.TextChoices):
+        READ_ONLY = "read_only", "Read-only"
+        IDEMPOTENT = "idempotent", "Idempotent"
+        NOT_IDEMPOTENT = "not_idempotent", "Not idempotent (never retried or repeated)"
+
+    name = models.CharField(max_length=64, unique=True, help_text="Letters, digits, '_' and '-'; 64 at most.")
+    description = models.TextField(help_text="What the tool does; the model reads this to decide when to call it.")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    parameters = models.JSONField(
+        default=dict,
+        help_text='JSON Schema of the arguments object, e.g. {"type": "object", "properties": {...}, "required": [...]}.',
+    )
+    enabled = models.BooleanField(default=True)
+    # mock
+    mock_response = models.JSONField(null=True, blank=True, help_text="Mock tools: what every call returns.")
+    # http
+    url = models.CharField(max_length=2000, blank=True, help_text="HTTP tools: may contain ${NAME} placeholders.")
+    method = models.CharField(max_length=8, choices=Method.choices, default=Method.GET)
+    headers = models.JSONField(default=dict, blank=True, help_text="Header values may contain ${NAME} placeholders.")
+    params_mapping = models.JSONField(
+        default=dict, blank=True, help_text="Tool argument → query (GET/DELETE) or JSON body field name."
+    )
+    response_path = models.CharField(max_length=500, blank=True, help_text="JSONPath into the response, e.g. $.data[0]")
+    allowed_domains = models.JSONField(default=list, blank=True, help_text="If set, only these domains (and subdomains).")
+    # policy
+    timeout_s = models.FloatField(default=10.0)
+    max_attempts = models.PositiveSmallIntegerField(default=3)
+    backoff_initial_s = models.FloatField(default=0.5)
+    backoff_max_s = models.FloatField(default=8.0)
+    side_effects = models.CharField(max_length=16, choices=SideEffects.choices, default=SideEffects.READ_ONLY)
+    requires_approval = models.BooleanField(default=False, help_text="Stored now; honoured in a later version.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from .definitions import check_definition
+
+        check_definition(self)
+
+
+class Assistant(models.Model):
+    """A profile: system prompt, model, the tools it may use, its iteration cap."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    system_prompt = models.TextField(blank=True)
+    model = models.CharField(max_length=200, blank=True, help_text="Blank: the server's default model.")
+    tools = models.JSONField(default=list, blank=True, help_text="Names of the tools it may use (an allow-list).")
+    max_iterations = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Blank: the server default.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from .definitions import check_assistant
+
+        check_assistant(self)

@@ -1,0 +1,19 @@
+"""The tool system: which tools exist, limits, and outbound network rules."""
+
+from __future__ import annotations
+
+from chatforge.env import env
+
+# One switch turns every tool off (runs then get no tools at all).
+CHATFORGE_TOOLS_ENABLED: bool = env.bool("CHATFORGE_TOOLS_ENABLED", default=True)
+# Code tools to leave out by name (data tools have their own enabled flag).
+CHATFORGE_DISABLED_TOOLS: list[str] = env.list("CHATFORGE_DISABLED_TOOLS", default=[])
+# How long a worker may use its catalog before re-reading data tools.
+CHATFORGE_TOOL_CATALOG_TTL_S: float = env.float("CHATFORGE_TOOL_CATALOG_TTL_S", default=5.0)
+# Tool outputs longer than this are cut, with a marker saying so.
+CHATFORGE_TOOL_OUTPUT_MAX_CHARS: int = env.int("CHATFORGE_TOOL_OUTPUT_MAX_CHARS", default=20_000)
+# host:port pairs tools may reach although they are not public (tests only).
+CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS: list[str] = env.list("CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS", default=[])
+# The same tool with the same arguments more often than this in one run gets
+# an error telling the model to stop repeating itself.
+CHATFORGE_TOOL_REPEAT_LIMIT: int = env.int("CHATFORGE_TOOL_REPEAT_LIMIT", default=2)
