@@ -17,7 +17,7 @@ import logging
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
@@ -100,7 +100,7 @@ def _complete(inv: ToolInvocation, result: ToolResult) -> None:
             status=result.status,
             output=output,
             result=result.as_dict(),
-            error=result.error or "",
+            error=result.error if result.error else F("error"),  # a success keeps the last retry's error
             attempts=result.attempts,
             duration_ms=result.execution_time_ms,
             finished_at=now,
@@ -144,6 +144,13 @@ def _fan_in(run: Run, iteration: int) -> None:
     dispatch.llm_turn(str(run.id), next_iteration)
 
 
+def _record_failed_attempt(run: Run, inv: ToolInvocation, attempt: int, error: str) -> None:
+    """Before each retry: the attempt count and last error go on the
+    invocation (as data, not only in logs) and to clients as tool.retry."""
+    ToolInvocation.objects.filter(pk=inv.pk).update(attempts=attempt, error=error)
+    events.tool_retry(ref(run), tool_call_id=inv.tool_call_id, attempt=attempt, error=error)
+
+
 def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
     inv = claim_invocation(run_id, tool_call_id)
     if inv is None:
@@ -153,15 +160,12 @@ def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
         return
     result = _preset_result(inv) or _repeat_result(inv)
     if result is None:
-        r = ref(run)
         with step_lease(run_id, inv):
             result = execute_tool(
                 get_registry(),
                 inv.name,
                 inv.arguments,
                 context=tool_context_for(user_id=run.user_id, run_id=run_id, tool_call_id=inv.tool_call_id),
-                on_retry=lambda attempt, error: events.tool_retry(
-                    r, tool_call_id=inv.tool_call_id, attempt=attempt, error=error
-                ),
+                on_retry=lambda attempt, error: _record_failed_attempt(run, inv, attempt, error),
             )
     _complete(inv, result)

@@ -143,3 +143,22 @@ def test_tools_turned_off_refuses_requests_naming_tools(make_user, settings, idl
     assert response.status_code == 400 and "Tools are turned off" in response.json()["error"]["message"]
     accepted = client.post(f"/api/conversations/{conversation_id}/messages/", {"content": "hi"}, format="json")
     assert accepted.status_code == 202 and Run.objects.get(pk=accepted.json()["run_id"]).options["tools"] == []
+
+
+def test_the_tools_package_gets_its_settings_at_start_up(settings):
+    from django.apps import apps
+
+    from tools.executor import output_limit
+    from tools.net.policy import allowed_private_hosts
+
+    assert output_limit() == settings.CHATFORGE_TOOL_OUTPUT_MAX_CHARS
+    settings.CHATFORGE_TOOL_OUTPUT_MAX_CHARS = 1234
+    settings.CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS = ["127.0.0.1:9"]
+    apps.get_app_config("catalog").ready()
+    try:
+        assert output_limit() == 1234
+        assert allowed_private_hosts() == frozenset({"127.0.0.1:9"})
+    finally:
+        settings.CHATFORGE_TOOL_OUTPUT_MAX_CHARS = 20_000
+        settings.CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS = []
+        apps.get_app_config("catalog").ready()

@@ -232,3 +232,21 @@ def test_a_side_effecting_tool_runs_once_however_often_its_step_is_delivered(eng
     inv.refresh_from_db()
     assert effects.get(f"effect:{crashed.id}:{inv.tool_call_id}") is None
     assert inv.status == "error" and "not safe to run again" in inv.output
+
+
+def test_each_failed_attempt_is_recorded_on_the_invocation(engine, fake_llm):
+    user, _ = engine
+    fake_llm.add_script("flaky", [Reply(tool_calls=[("flaky_once", {})]), Reply(text="done")])
+    run = new_run(user, "flaky")
+    tasks.llm_turn(str(run.id), 0)
+    inv = ToolInvocation.objects.get(run=run)
+
+    tasks.tool_call(str(run.id), inv.tool_call_id)
+
+    inv.refresh_from_db()
+    assert inv.status == "success" and inv.output == "worked on attempt 2"
+    assert inv.attempts == 2
+    assert "503 Service Unavailable" in inv.error  # the last failed attempt's error
+    retries = [e for e in get_event_log().read(str(run.id), after=0) if e["type"] == "tool.retry"]
+    assert [(r["data"]["tool_call_id"], r["data"]["attempt"]) for r in retries] == [(inv.tool_call_id, 1)]
+    assert "503" in retries[0]["data"]["error"]

@@ -9,6 +9,7 @@ import time
 import redis
 
 from tools.base import Tool, ToolContext, ToolPolicy
+from tools.errors import TransientToolError
 
 # Where count_effect records its effects (tests read it back).
 EFFECTS_REDIS_URL = os.environ.get("CHATFORGE_TEST_EFFECTS_REDIS_URL", "redis://127.0.0.1:6379/8")
@@ -35,6 +36,14 @@ def _count_effect(args: dict, ctx: ToolContext) -> dict:
     return {"effects_for_this_call": count}
 
 
+def _flaky_once(args: dict, ctx: ToolContext) -> str:
+    """Fails transiently on the first attempt of each call, then succeeds."""
+    attempt = redis.Redis.from_url(EFFECTS_REDIS_URL).incr(f"flaky:{ctx.idempotency_key}")
+    if attempt == 1:
+        raise TransientToolError("upstream answered 503 Service Unavailable")
+    return "worked on attempt %d" % attempt
+
+
 _NO_ARGS = {"type": "object", "properties": {}, "additionalProperties": False}
 
 TOOLS = [
@@ -54,6 +63,8 @@ TOOLS = [
          policy=ToolPolicy(timeout_s=1)),
     Tool(name="hang_async", description="Never returns (async).", parameters=_NO_ARGS, handler=_hang_async,
          policy=ToolPolicy(timeout_s=1)),
+    Tool(name="flaky_once", description="Fails once, then works.", parameters=_NO_ARGS, handler=_flaky_once,
+         policy=ToolPolicy(max_attempts=3, backoff_initial_s=0.01, backoff_max_s=0.02)),
     Tool(name="count_effect", description="Records one side effect.", parameters=_NO_ARGS, handler=_count_effect,
          policy=ToolPolicy(side_effects="not_idempotent")),
 ]
