@@ -34,6 +34,16 @@ DEFAULT_OUTPUT_LIMIT = 20_000
 _output_limit = DEFAULT_OUTPUT_LIMIT
 
 
+_log_payloads = False
+
+
+def configure_payload_logging(enabled: bool) -> None:
+    """Whether each invocation's arguments and output are logged too (at
+    DEBUG). Off by default: they can hold users' data."""
+    global _log_payloads
+    _log_payloads = enabled
+
+
 def configure_output_limit(max_chars: int) -> None:
     """Set the most characters ``ToolResult.output_text()`` returns, for all tools."""
     global _output_limit
@@ -156,6 +166,8 @@ def execute_tool(
                 "attempts": result.attempts,
             },
         )
+        if _log_payloads:
+            logger.debug("Tool %s arguments=%r output=%r", name, arguments, result.output_text())
         return result
 
     tool = registry.get(name)

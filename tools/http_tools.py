@@ -113,7 +113,7 @@ def make_http_tool(
     path = _compile_path(config.response_path) if config.response_path is not None else None
 
     def handler(arguments: dict[str, Any], context: ToolContext) -> Any:
-        return _call(config, path, arguments, context, env_lookup)
+        return _call(config, path, arguments, context, env_lookup, side_effects)
 
     return Tool(
         name=name,
@@ -130,6 +130,7 @@ def _call(
     arguments: dict[str, Any],
     context: ToolContext,
     env_lookup: EnvLookup,
+    side_effects: SideEffects = "read_only",
 ) -> Any:
     """One attempt: build the request, send it, interpret the answer, scrub secrets."""
     secrets: list[str] = []
@@ -138,6 +139,10 @@ def _call(
         headers = {
             k: _substitute(v, context, env_lookup, secrets, in_url=False) for k, v in config.headers.items()
         }
+        if side_effects != "read_only" and context.idempotency_key:
+            # The same key on every retry and redelivery of this call, so an
+            # API that honours it acts once (the outside window no engine can close).
+            headers.setdefault("Idempotency-Key", context.idempotency_key)
         fields = {config.params_mapping.get(k, k): v for k, v in arguments.items() if v is not None}
         as_query = config.method in _QUERY_METHODS
         response = guarded_request(

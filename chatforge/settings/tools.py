@@ -14,6 +14,8 @@ CHATFORGE_TOOL_CATALOG_TTL_S: float = env.float("CHATFORGE_TOOL_CATALOG_TTL_S", 
 CHATFORGE_TOOL_OUTPUT_MAX_CHARS: int = env.int("CHATFORGE_TOOL_OUTPUT_MAX_CHARS", default=20_000)
 # host:port pairs tools may reach although they are not public (tests only).
 CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS: list[str] = env.list("CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS", default=[])
+# Log each tool call's arguments and output (at DEBUG). Off: they can hold users' data.
+CHATFORGE_LOG_TOOL_PAYLOADS: bool = env.bool("CHATFORGE_LOG_TOOL_PAYLOADS", default=False)
 # The same tool with the same arguments more often than this in one run gets
 # an error telling the model to stop repeating itself.
 CHATFORGE_TOOL_REPEAT_LIMIT: int = env.int("CHATFORGE_TOOL_REPEAT_LIMIT", default=2)

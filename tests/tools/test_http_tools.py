@@ -146,6 +146,28 @@ def test_post_arguments_are_mapped_into_the_json_body(server: LocalServer) -> No
     assert json.loads(seen.body) == {"title": "Printer on fire", "priority": 1}
 
 
+@pytest.mark.parametrize(("side_effects", "sent"), [("read_only", None), ("idempotent", "run-1:call-1"),
+                                                   ("not_idempotent", "run-1:call-1")])
+def test_side_effecting_calls_carry_their_idempotency_key(server: LocalServer, side_effects: str, sent: str | None) -> None:
+    server.route("/tickets", Reply.json({"id": 7}, status=201))
+    config = HttpToolConfig(url=server.url("/tickets"), method="POST")
+    run(config, {"summary": "x"}, side_effects=side_effects, context=ToolContext(run_id="run-1", tool_call_id="call-1"))
+    assert server.requests[0].headers.get("idempotency-key") == sent
+
+
+def test_tool_payloads_are_logged_only_when_allowed(caplog: pytest.LogCaptureFixture) -> None:
+    tool = make_tool(name="echo_secretly", handler=lambda args, ctx: "visible-output")
+    caplog.set_level("DEBUG", logger="tools.executor")
+    execute_tool(registry_of(tool), "echo_secretly", {"text": "hidden-argument"})
+    assert "hidden-argument" not in caplog.text and "visible-output" not in caplog.text
+    executor.configure_payload_logging(True)
+    try:
+        execute_tool(registry_of(tool), "echo_secretly", {"text": "hidden-argument"})
+    finally:
+        executor.configure_payload_logging(False)
+    assert "hidden-argument" in caplog.text and "visible-output" in caplog.text
+
+
 @pytest.mark.parametrize(
     ("path", "expected"),
     [
