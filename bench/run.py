@@ -20,7 +20,6 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 for _name in ("DATABASE_URL", "REDIS_URL"):  # this process only needs the model classes
     os.environ.pop(_name, None)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.tools.factories import make_tool, registry_of
-from tests.tools.net.local_server import LocalServer, Reply, allowed, running_server
+from tests.tools.net.local_server import LocalServer, Reply
 from tools import executor
 from tools.backoff import backoff_delay
 from tools.base import ToolContext
@@ -19,17 +18,6 @@ from tools.http_tools import HttpToolConfig, make_http_tool
 from tools.net.client import RetryAfter
 
 
-@pytest.fixture(scope="module")
-def local_server() -> Iterator[LocalServer]:
-    with running_server() as started:
-        yield started
-
-
-@pytest.fixture
-def server(local_server: LocalServer) -> Iterator[LocalServer]:
-    """The module's server, allowed through the guard for this test only."""
-    with allowed(local_server) as reachable:
-        yield reachable
 
 
 OPEN_PARAMETERS: dict[str, Any] = {"type": "object"}

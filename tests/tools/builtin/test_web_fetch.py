@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.tools.factories import registry_of
-from tests.tools.net.local_server import LocalServer, Reply, allowed, running_server
+from tests.tools.net.local_server import LocalServer, Reply
 from tools.base import ToolContext
 from tools.builtin.web_fetch import WEB_FETCH, html_to_text, web_fetch
 from tools.errors import ToolError, TransientToolError
@@ -17,17 +16,6 @@ from tools.net.client import RetryAfter
 from tools.net.guard import BlockedDestination
 
 
-@pytest.fixture(scope="module")
-def local_server() -> Iterator[LocalServer]:
-    with running_server() as started:
-        yield started
-
-
-@pytest.fixture
-def server(local_server: LocalServer) -> Iterator[LocalServer]:
-    """The module's server, allowed through the guard for this test only."""
-    with allowed(local_server) as reachable:
-        yield reachable
 
 
 PAGE = """<!doctype html>

@@ -10,24 +10,13 @@ from typing import Any
 
 import pytest
 
-from tests.tools.net.local_server import LocalServer, Reply, allowed, running_server
+from tests.tools.net.local_server import LocalServer, Reply
 from tools.errors import ToolError, TransientToolError
 from tools.net import guard, policy
 from tools.net.client import GuardedResponse, UnsupportedContentType, guarded_request, parse_retry_after
 from tools.net.guard import BlockedDestination
 
 
-@pytest.fixture(scope="module")
-def local_server() -> Iterator[LocalServer]:
-    with running_server() as started:
-        yield started
-
-
-@pytest.fixture
-def server(local_server: LocalServer) -> Iterator[LocalServer]:
-    """The module's server, allowed through the guard for this test only."""
-    with allowed(local_server) as reachable:
-        yield reachable
 
 
 @pytest.fixture(scope="module")
