@@ -9,6 +9,8 @@ import logging
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from chatforge.conversations.models import Run
@@ -22,6 +24,7 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 _BLOCK_MS = 5000
+_MAX_READ_FAILURES = 30
 
 
 def _after_from_query(query_string: bytes) -> int:
@@ -57,9 +60,21 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
 
     async def _send_events(self, run_id: str, after: int) -> None:
         log = get_event_log()
+        failures = 0
         try:
             while True:
-                events = await log.aread(run_id, after=after, block_ms=_BLOCK_MS)
+                try:
+                    events = await log.aread(run_id, after=after, block_ms=_BLOCK_MS)
+                    failures = 0
+                except (RedisConnectionError, RedisTimeoutError) as exc:
+                    # A Redis blip must not end the client's stream: wait and
+                    # read again from the same seq (nothing is lost or repeated).
+                    failures += 1
+                    if failures > _MAX_READ_FAILURES:
+                        raise
+                    logger.warning("reading events of run %s failed (%s); retrying", run_id, exc)
+                    await asyncio.sleep(min(0.2 * failures, 2.0))
+                    continue
                 for event in events:
                     await self.send(text_data=json.dumps(event, ensure_ascii=False))
                     after = event["seq"]

@@ -35,6 +35,12 @@ return seq
 """
 
 
+# Blocking reads wait at most MAX_BLOCK_MS; the socket timeout must be longer
+# (redis-py's default of 5 s would cut a 5 s XREAD BLOCK short).
+MAX_BLOCK_MS = 10_000
+SOCKET_TIMEOUT_S = 30.0
+
+
 def _keys(run_id: str) -> list[str]:
     base = f"cf:run:{{{run_id}}}"
     return [f"{base}:events", f"{base}:seq", f"{base}:dedupe", f"{base}:ended"]
@@ -58,7 +64,7 @@ class RedisStreamEventLog:
         self._active_ttl_s = active_ttl_s
         self._ended_ttl_s = ended_ttl_s
         self._max_len = max_len
-        self._client = redis.Redis.from_url(url)
+        self._client = redis.Redis.from_url(url, socket_timeout=SOCKET_TIMEOUT_S)
         self._append = self._client.register_script(_APPEND)
         # One async client per event loop: redis.asyncio connections are bound
         # to the loop that created them.
@@ -83,16 +89,16 @@ class RedisStreamEventLog:
 
     def read(self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500) -> list[Event]:
         stream = _keys(run_id)[0]
-        reply = self._client.xread({stream: f"0-{after}"}, count=count, block=block_ms or None)
+        block = min(block_ms, MAX_BLOCK_MS) or None
+        reply = self._client.xread({stream: f"0-{after}"}, count=count, block=block)
         return _decode(reply[0][1]) if reply else []
 
     async def aread(
         self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500
     ) -> list[Event]:
         stream = _keys(run_id)[0]
-        reply = await self._async_client().xread(
-            {stream: f"0-{after}"}, count=count, block=block_ms or None
-        )
+        block = min(block_ms, MAX_BLOCK_MS) or None
+        reply = await self._async_client().xread({stream: f"0-{after}"}, count=count, block=block)
         return _decode(reply[0][1]) if reply else []
 
     def _async_client(self) -> aioredis.Redis:
@@ -101,7 +107,7 @@ class RedisStreamEventLog:
         loop_id = id(asyncio.get_running_loop())
         client = self._async_clients.get(loop_id)
         if client is None:
-            client = aioredis.Redis.from_url(self._url)
+            client = aioredis.Redis.from_url(self._url, socket_timeout=SOCKET_TIMEOUT_S)
             self._async_clients[loop_id] = client
         return client
 

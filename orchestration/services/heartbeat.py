@@ -77,12 +77,15 @@ class _Heartbeater:
 
 
 def _renew(steps: list[_Step]) -> None:
+    # Steps first, then runs: a run's heartbeat is then never older than its
+    # running steps' leases, so when the sweeper finds a run stale, the lease
+    # of the step it re-enqueues has expired too and the new delivery takes it.
     now = timezone.now()
-    Run.objects.filter(pk__in={s.run_id for s in steps}).update(heartbeat_at=now)
     for model in (LlmTurn, ToolInvocation):
         pks = [s.pk for s in steps if s.model is model]
         if pks:
             model.objects.filter(pk__in=pks, status="running").update(heartbeat_at=now)
+    Run.objects.filter(pk__in={s.run_id for s in steps}).update(heartbeat_at=timezone.now())
 
 
 _heartbeater = _Heartbeater()

@@ -26,8 +26,15 @@ from .ledger import lock_run, touch
 logger = logging.getLogger(__name__)
 
 
+def _lost(status: str, heartbeat_at, expired_before) -> bool:
+    """A step is lost when it is pending (its message may be gone) or running
+    under a lease nobody renewed; a fresh lease means a live worker has it."""
+    return status == "pending" or heartbeat_at is None or heartbeat_at < expired_before
+
+
 def run_redispatch(run_id: str) -> str:
     """Enqueue whatever the run needs next; returns what was done (for logs and tests)."""
+    expired_before = timezone.now() - timedelta(seconds=settings.CHATFORGE_RUN_STALL_S)
     with transaction.atomic():
         run = lock_run(run_id)
         if run is None or run.is_terminal:
@@ -35,23 +42,30 @@ def run_redispatch(run_id: str) -> str:
         if run.cancel_requested:
             transaction.on_commit(lambda: run_finalize(run_id=run_id, outcome=Outcome.CANCELLED))
             return "finalize"
-        touch(run)
-        run.save(update_fields=["heartbeat_at"])
         unfinished = list(
             ToolInvocation.objects.filter(run=run, iteration=run.iteration)
             .exclude(status__in=ToolInvocation.FINISHED)
-            .values_list("tool_call_id", flat=True)
+            .values_list("tool_call_id", "status", "heartbeat_at")
         )
-        if unfinished:
-            for call_id in unfinished:
-                dispatch.tool_call(run_id, call_id)
-            return "tools"
         turn = LlmTurn.objects.filter(run=run, iteration=run.iteration).first()
-        if turn is not None and turn.status == "completed" and not turn.tool_calls:
+        if unfinished:
+            lost = [call_id for call_id, status, beat in unfinished if _lost(status, beat, expired_before)]
+            if not lost:
+                return "alive"
+            action = "tools"
+            for call_id in lost:
+                dispatch.tool_call(run_id, call_id)
+        elif turn is not None and turn.status == "completed" and not turn.tool_calls:
             transaction.on_commit(lambda: run_finalize(run_id=run_id, outcome=Outcome.COMPLETED))
-            return "finalize"
-        dispatch.llm_turn(run_id, run.iteration)
-        return "llm_turn"
+            action = "finalize"
+        elif turn is not None and not _lost(turn.status, turn.heartbeat_at, expired_before):
+            return "alive"
+        else:
+            dispatch.llm_turn(run_id, run.iteration)
+            action = "llm_turn"
+        touch(run)
+        run.save(update_fields=["heartbeat_at"])
+        return action
 
 
 def sweep_stalled_runs() -> int:
@@ -63,6 +77,8 @@ def sweep_stalled_runs() -> int:
     count = 0
     for run_id in stalled[:500]:
         action = run_redispatch(str(run_id))
+        if action == "alive":
+            continue  # its step's lease is fresh: a live worker is on it
         logger.warning("stalled run %s re-enqueued: %s", run_id, action)
         count += 1
     return count

@@ -250,3 +250,24 @@ def test_each_failed_attempt_is_recorded_on_the_invocation(engine, fake_llm):
     retries = [e for e in get_event_log().read(str(run.id), after=0) if e["type"] == "tool.retry"]
     assert [(r["data"]["tool_call_id"], r["data"]["attempt"]) for r in retries] == [(inv.tool_call_id, 1)]
     assert "503" in retries[0]["data"]["error"]
+
+
+def test_sweeper_leaves_a_run_alone_while_a_live_worker_holds_its_step(engine, settings):
+    user, broker = engine
+    run = new_run(user, "redelivery")
+    tasks.llm_turn(str(run.id), 0)
+    broker.delete(*QUEUES)
+    stale = timezone.now() - timedelta(seconds=settings.CHATFORGE_RUN_STALL_S + 1)
+    # The run's heartbeat is old, but one call is running under a fresh lease.
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=stale)
+    calls = list(ToolInvocation.objects.filter(run=run).order_by("position"))
+    ToolInvocation.objects.filter(pk=calls[0].pk).update(status="running", heartbeat_at=timezone.now())
+    ToolInvocation.objects.filter(pk=calls[1].pk).update(status="running", heartbeat_at=timezone.now())
+
+    assert sweep_stalled_runs() == 0
+    assert enqueued(broker) == []
+
+    # Its worker died: the lease of one call expires, and only that call is re-enqueued.
+    ToolInvocation.objects.filter(pk=calls[1].pk).update(heartbeat_at=stale)
+    assert sweep_stalled_runs() == 1
+    assert enqueued(broker) == [("chatforge.tool_call", [str(run.id), calls[1].tool_call_id])]
