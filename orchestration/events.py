@@ -70,6 +70,19 @@ def llm_started(ref: RunRef, *, iteration: int) -> None:
     _publish(ref, "llm.started", {"iteration": iteration})
 
 
+def llm_retry(
+    ref: RunRef, *, iteration: int, attempt: int, error: str, retry_in_s: float, discard_text: bool
+) -> None:
+    """A model turn failed transiently and will be tried again: clients drop
+    the text this iteration streamed so far when ``discard_text``."""
+    _publish(
+        ref,
+        "llm.retry",
+        {"iteration": iteration, "attempt": attempt, "error": error, "retry_in_s": retry_in_s,
+         "discard_text": discard_text},
+    )
+
+
 def content_delta(ref: RunRef, *, text: str) -> None:
     _publish(ref, "content.delta", {"text": text})
 

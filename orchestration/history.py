@@ -46,18 +46,24 @@ class TurnInput:
     prior_text_length: int
     # Tool call ids the run has used so far (new calls must not reuse them).
     used_call_ids: frozenset[str]
+    # The provider's id of this run's previous turn (Responses API continuation).
+    last_response_id: str | None = None
 
 
 def input_for_turn(run: Run, iteration: int, *, offer_tools: bool) -> TurnInput:
     messages = conversation_messages(run)
     prior_text_length = 0
     used_call_ids: frozenset[str] = frozenset()
+    last_response_id: str | None = None
     if iteration > 0:
         turns = list(LlmTurn.objects.filter(run=run, iteration__lt=iteration))
         invocations = ToolInvocation.objects.filter(run=run, iteration__lt=iteration)
         messages.extend(expand_rounds(tool_rounds_from_ledger(turns, invocations)))
         prior_text_length = sum(len(t.text) for t in turns if t.status == "completed")
         used_call_ids = frozenset(call["id"] for t in turns for call in t.tool_calls)
+        completed = sorted((t for t in turns if t.status == "completed"), key=lambda t: t.iteration)
+        if completed and completed[-1].response_id:
+            last_response_id = completed[-1].response_id
     if not offer_tools and iteration > 0:
         messages.append(ChatMessage(role="system", content=FORCED_FINAL_NOTE))
-    return TurnInput(messages, prior_text_length, used_call_ids)
+    return TurnInput(messages, prior_text_length, used_call_ids, last_response_id)

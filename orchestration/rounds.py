@@ -18,10 +18,11 @@ from .providers.base import ChatMessage, ToolCall
 INTERRUPTED_OUTPUT = "Error: this tool call did not finish because the run ended first."
 
 
-class RoundCall(TypedDict):
+class RoundCall(TypedDict, total=False):
     id: str
     name: str
     arguments: str
+    metadata: dict  # provider data replayed verbatim (e.g. Gemini thoughtSignature)
 
 
 class RoundResult(TypedDict):
@@ -68,7 +69,8 @@ def tool_rounds_from_ledger(
                 "iteration": turn.iteration,
                 "assistant_response": turn.text,
                 "tool_calls": [
-                    {"id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+                    {"id": c["id"], "name": c["name"], "arguments": c["arguments"],
+                     **({"metadata": c["metadata"]} if c.get("metadata") else {})}
                     for c in turn.tool_calls
                 ],
                 "results": results,
@@ -84,7 +86,8 @@ def expand_rounds(rounds: Iterable[dict[str, Any]]) -> list[ChatMessage]:
     messages: list[ChatMessage] = []
     for rnd in rounds:
         calls = tuple(
-            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in rnd["tool_calls"]
+            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"], metadata=c.get("metadata") or {})
+            for c in rnd["tool_calls"]
         )
         messages.append(
             ChatMessage(role="assistant", content=rnd.get("assistant_response") or None, tool_calls=calls)

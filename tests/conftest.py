@@ -67,6 +67,7 @@ def stack(
             "CHATFORGE_DEMO_TOKEN_DELAY_S": "0",
             "CHATFORGE_TOOL_MODULES": "tests.support.tools",
             "CHATFORGE_TOOL_CATALOG_TTL_S": "0",
+            "CHATFORGE_LLM_RETRY_INITIAL_S": "0.05",
             "CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS": local_site.host_port,
             "TOOL_WEATHER_API_KEY": WEATHER_API_KEY,
         },

@@ -17,6 +17,7 @@ os.environ.setdefault("CHATFORGE_TOOL_MODULES", "tests.support.tools")
 # A fixed key so tests can read what they stored (never used outside tests).
 os.environ.setdefault("CHATFORGE_SECRET_KEYS", "uCKE6r66a2mBYRW6KXsq-jfMAByMIpJczrLdXosbxPo=")
 os.environ.setdefault("CHATFORGE_TOOL_CATALOG_TTL_S", "0")
+os.environ.setdefault("CHATFORGE_LLM_RETRY_INITIAL_S", "0.05")
 
 from chatforge.settings import *  # noqa: E402,F401,F403
 

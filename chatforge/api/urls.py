@@ -1,7 +1,8 @@
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from .model_views import ModelListView, ToolTestView
 from .tool_views import ToolViewSet
 from .views import ConversationViewSet, RunViewSet
 
@@ -13,6 +14,8 @@ router.register("tools", ToolViewSet, basename="tool")
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    re_path(r"^tools/test/?$", ToolTestView.as_view(), name="tool-test"),
+    path("models/", ModelListView.as_view(), name="models"),
     path("", include(router.urls)),
     path("", include("chatforge.accounts.urls")),
 ]

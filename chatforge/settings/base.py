@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "chatforge.realtime",
     "chatforge.runtime",
     "chatforge.catalog",
+    "chatforge.llm",
 ]
 
 MIDDLEWARE = [

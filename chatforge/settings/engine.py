@@ -10,10 +10,23 @@ from chatforge.env import env
 # model; any other name is sent to the OpenAI-compatible provider below.
 CHATFORGE_DEFAULT_MODEL: str = env.str("CHATFORGE_DEFAULT_MODEL", default="demo")
 CHATFORGE_DEMO_TOKEN_DELAY_S: float = env.float("CHATFORGE_DEMO_TOKEN_DELAY_S", default=0.03)
+# Environment defaults for models without an admin row (see chatforge/llm/routing.py).
 OPENAI_BASE_URL: str = env.str("OPENAI_BASE_URL", default="https://api.openai.com/v1")
 OPENAI_API_KEY: str = env.str("OPENAI_API_KEY", default="")
+ANTHROPIC_BASE_URL: str = env.str("ANTHROPIC_BASE_URL", default="https://api.anthropic.com")
+ANTHROPIC_API_KEY: str = env.str("ANTHROPIC_API_KEY", default="")
+GEMINI_BASE_URL: str = env.str("GEMINI_BASE_URL", default="https://generativelanguage.googleapis.com")
+GEMINI_API_KEY: str = env.str("GEMINI_API_KEY", default="")
+OLLAMA_BASE_URL: str = env.str("OLLAMA_BASE_URL", default="http://localhost:11434")
 CHATFORGE_LLM_TIMEOUT_S: float = env.float("CHATFORGE_LLM_TIMEOUT_S", default=600.0)
-CHATFORGE_LLM_MAX_RETRIES: int = env.int("CHATFORGE_LLM_MAX_RETRIES", default=2)
+# A stream that sends nothing for this long is stalled: the turn is retried.
+CHATFORGE_LLM_IDLE_TIMEOUT_S: float = env.float("CHATFORGE_LLM_IDLE_TIMEOUT_S", default=60.0)
+# Attempts of one model turn for transient failures (rate limits, overload,
+# 5xx, connection trouble, stalls), with exponential backoff between them;
+# a provider's own Retry-After is honoured up to CHATFORGE_LLM_RETRY_MAX_WAIT_S.
+CHATFORGE_LLM_MAX_ATTEMPTS: int = env.int("CHATFORGE_LLM_MAX_ATTEMPTS", default=3)
+CHATFORGE_LLM_RETRY_INITIAL_S: float = env.float("CHATFORGE_LLM_RETRY_INITIAL_S", default=1.0)
+CHATFORGE_LLM_RETRY_MAX_WAIT_S: float = env.float("CHATFORGE_LLM_RETRY_MAX_WAIT_S", default=60.0)
 CHATFORGE_SYSTEM_PROMPT: str = env.str("CHATFORGE_SYSTEM_PROMPT", default="")
 
 # Extra tool modules (dotted paths, each with a TOOLS list) loaded beside the

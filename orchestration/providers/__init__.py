@@ -1,12 +1,15 @@
-"""Choosing the provider adapter for a model name.
+"""Choosing the provider adapter for a model.
 
-``demo`` is the built-in scripted model. Every other name goes to the
-OpenAI-compatible endpoint configured by OPENAI_BASE_URL / OPENAI_API_KEY.
-Admin-managed providers and the other vendors extend this in a later step.
+``demo`` is the built-in scripted model. Every other name is resolved by
+``chatforge.llm.routing.resolve_model`` (admin rows, ``kind/model``
+prefixes, environment defaults, the user's own key) to a route, and the
+route to an adapter of its kind. Adapters are cached per endpoint and key so
+HTTP connections are pooled across the turns a worker runs.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from django.conf import settings
@@ -16,25 +19,62 @@ from .base import ChatProvider, ProviderError
 DEMO_MODEL = "demo"
 
 
-def get_provider(model: str) -> ChatProvider:
+@dataclass(frozen=True)
+class ResolvedModel:
+    provider: ChatProvider
+    kind: str
+    upstream_model: str
+    supports_tools: bool = True
+    supports_streaming: bool = True
+    supports_reasoning: bool = False
+    supports_verbosity: bool = False
+
+
+def resolve(model: str, *, user_id: int | None = None) -> ResolvedModel:
     if model == DEMO_MODEL:
         from .demo import DemoProvider
 
-        return DemoProvider(token_delay_s=settings.CHATFORGE_DEMO_TOKEN_DELAY_S)
-    return _openai_compatible(settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY)
+        return ResolvedModel(DemoProvider(token_delay_s=settings.CHATFORGE_DEMO_TOKEN_DELAY_S), "demo", model)
+    from chatforge.llm.routing import resolve_model
 
-
-@lru_cache(maxsize=8)
-def _openai_compatible(base_url: str, api_key: str) -> ChatProvider:
-    # Cached so HTTP connections are pooled across the turns a worker runs.
-    from .openai_compat import OpenAICompatibleProvider
-
-    return OpenAICompatibleProvider(
-        base_url=base_url,
-        api_key=api_key or "not-configured",
-        timeout_s=settings.CHATFORGE_LLM_TIMEOUT_S,
-        max_retries=settings.CHATFORGE_LLM_MAX_RETRIES,
+    route = resolve_model(model, user_id=user_id)
+    caps = route.capabilities
+    return ResolvedModel(
+        provider=_adapter(route.kind, route.base_url, route.api_key),
+        kind=route.kind,
+        upstream_model=route.upstream_model,
+        supports_tools=caps.tools,
+        supports_streaming=caps.streaming,
+        supports_reasoning=caps.reasoning,
+        supports_verbosity=caps.verbosity,
     )
 
 
-__all__ = ["DEMO_MODEL", "ChatProvider", "ProviderError", "get_provider"]
+@lru_cache(maxsize=64)
+def _adapter(kind: str, base_url: str, api_key: str) -> ChatProvider:
+    timeouts = {"timeout_s": settings.CHATFORGE_LLM_TIMEOUT_S, "idle_timeout_s": settings.CHATFORGE_LLM_IDLE_TIMEOUT_S}
+    key = api_key or "not-configured"
+    if kind == "openai":
+        from .openai_compat import OpenAICompatibleProvider
+
+        return OpenAICompatibleProvider(base_url=base_url, api_key=key, **timeouts)
+    if kind == "openai_responses":
+        from .openai_responses import OpenAIResponsesProvider
+
+        return OpenAIResponsesProvider(base_url=base_url, api_key=key, **timeouts)
+    if kind == "anthropic":
+        from .anthropic_adapter import AnthropicProvider
+
+        return AnthropicProvider(base_url=base_url, api_key=key, **timeouts)
+    if kind == "gemini":
+        from .gemini_adapter import GeminiProvider
+
+        return GeminiProvider(base_url=base_url, api_key=key, **timeouts)
+    if kind == "ollama":
+        from .ollama_adapter import OllamaProvider
+
+        return OllamaProvider(base_url=base_url, api_key=api_key, **timeouts)
+    raise ValueError(f"Unknown provider kind {kind!r}")
+
+
+__all__ = ["DEMO_MODEL", "ChatProvider", "ProviderError", "ResolvedModel", "resolve"]

@@ -1,10 +1,14 @@
-"""Turn openai SDK exceptions into ``ProviderError``s a person can act on.
+"""Turn openai SDK exceptions and in-stream error events into
+``ProviderError``s a person can act on. Shared by the Chat Completions and
+the Responses adapters.
 
-Retryability follows PROVIDERS.md §7: connection trouble, timeouts, 408, 409,
-429 rate limits and 5xx may succeed later; 400/401/403/404/422 and a 429
-``insufficient_quota`` (billing) never will. The message says whose problem
-it is (the operator's key or model name, the server, the network), because it
-ends up in front of someone who has to fix it.
+Kinds and retryability follow PROVIDERS.md §7: connection trouble,
+timeouts, 408, 409, 429 rate limits and 5xx may succeed later; 400/401/403/
+404/422 and a 429 ``insufficient_quota`` (billing) never will. The message
+says whose problem it is (the operator's key or model name, the account's
+billing, the server, the network), because it ends up in front of someone who
+has to fix it. ``retry_after_s`` carries the server's ``retry-after-ms`` /
+``retry-after`` advice.
 """
 
 from __future__ import annotations
@@ -12,25 +16,34 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import httpx
+import httpx2
 import openai
 
-from orchestration.providers.base import ProviderError
+from orchestration.providers.base import RETRYABLE_KINDS, ErrorKind, ProviderError
+from orchestration.providers.retry_hints import retry_after_from_headers
 
-RETRYABLE_STATUSES = frozenset({408, 409, 429})
-# Error ``type``/``code`` values that mean the request itself is at fault, so
-# an error event arriving mid-stream with one of them will not go away.
-_CLIENT_FAULT_KINDS = frozenset(
+KEY_HINT = "Check the API key configured for this endpoint (for OpenAI: OPENAI_API_KEY or your openai_api_key secret)."
+# ``code``/``type`` values of an error body or event, by what they mean.
+_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"})
+_RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error", "requests", "tokens"})
+_OVERLOADED_CODES = frozenset({"overloaded", "overloaded_error", "engine_overloaded", "server_overloaded"})
+_AUTH_CODES = frozenset({"invalid_api_key", "authentication_error"})
+_PERMISSION_CODES = frozenset({"permission_error", "unsupported_country_region_territory"})
+_NOT_FOUND_CODES = frozenset({"model_not_found", "not_found_error", "previous_response_not_found"})
+# The request itself is at fault: the same request fails again.
+_BAD_REQUEST_CODES = frozenset(
     {
         "invalid_request_error",
-        "authentication_error",
-        "permission_error",
-        "not_found_error",
-        "invalid_api_key",
-        "model_not_found",
-        "insufficient_quota",
         "context_length_exceeded",
+        "invalid_prompt",
+        "string_above_max_length",
+        "bio_policy",
+        "misalignment_policy_violation",
     }
 )
+_READ_TIMEOUTS = (httpx2.ReadTimeout, httpx.ReadTimeout)
+_CONNECT_TIMEOUTS = (httpx2.ConnectTimeout, httpx.ConnectTimeout)
 
 
 @dataclass(frozen=True)
@@ -58,50 +71,124 @@ class _ErrorBody:
         )
 
 
-def provider_error_from(exc: openai.OpenAIError, *, base_url: str, model: str) -> ProviderError:
-    """Map any SDK exception raised while creating or reading a stream."""
-    where = f"OpenAI-compatible provider at {base_url}"
+def default_where(base_url: str) -> str:
+    return f"OpenAI-compatible provider at {base_url}"
+
+
+def provider_error_from(
+    exc: openai.OpenAIError, *, base_url: str, model: str, where: str | None = None, idle_timeout_s: float | None = None
+) -> ProviderError:
+    """Map any SDK exception raised while creating or reading a response.
+
+    ``where`` names the provider for the message (default: "OpenAI-compatible
+    provider at <base_url>"). A read timeout means no byte arrived for the
+    idle timeout: the stream stalled.
+    """
+    where = where or default_where(base_url)
     if isinstance(exc, openai.APITimeoutError):
-        return ProviderError(f"{where} did not answer in time: {exc.message}", retryable=True)
+        return _from_timeout(exc, where=where, idle_timeout_s=idle_timeout_s)
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc.message
-        return ProviderError(f"Could not reach the {where}: {cause}", retryable=True)
+        return _error(f"Could not reach the {where}, or it broke the connection: {cause}", ErrorKind.CONNECTION)
     if isinstance(exc, openai.APIStatusError):
         return _from_status(exc, where=where, model=model)
     if isinstance(exc, openai.APIError):
-        return _from_stream_error(exc, where=where)
-    return ProviderError(f"{where} failed: {exc}", retryable=False)
+        body = _ErrorBody.from_exception(exc)
+        return error_from_event(code=body.code, type=body.type, message=body.message, where=where)
+    return _error(f"{where} failed: {exc}", ErrorKind.OTHER, retryable=False)
+
+
+def error_from_event(*, code: str | None, type: str | None, message: str | None, where: str) -> ProviderError:
+    """An error reported inside a 200 response: Chat's ``data: {"error": …}``,
+    the Responses ``error`` event or a ``response.failed`` response. Assume a
+    server-side failure unless the code names the request's or the account's fault."""
+    names = {code or "", type or ""}
+    label = code or type or "error"
+    text = (message or "no details given").strip()
+    if names & _QUOTA_CODES:
+        return _error(f"{where} says the account is out of quota; check its plan and billing ({label}): {text}",
+                      ErrorKind.QUOTA)
+    if names & _RATE_LIMIT_CODES:
+        return _error(f"{where} is rate limiting requests ({label}): {text}", ErrorKind.RATE_LIMIT)
+    if names & _OVERLOADED_CODES:
+        return _error(f"{where} is overloaded ({label}): {text}", ErrorKind.OVERLOADED)
+    if names & _AUTH_CODES:
+        return _error(f"{where} rejected the API key ({label}): {text}. {KEY_HINT}", ErrorKind.AUTHENTICATION)
+    if names & _PERMISSION_CODES:
+        return _error(f"{where} refused access with this API key ({label}): {text}", ErrorKind.PERMISSION)
+    if names & _NOT_FOUND_CODES:
+        return _error(f"{where} could not find what the request named ({label}): {text}", ErrorKind.NOT_FOUND)
+    if names & _BAD_REQUEST_CODES:
+        return _error(f"{where} rejected the request mid-stream ({label}): {text}", ErrorKind.BAD_REQUEST)
+    return _error(f"{where} failed mid-stream ({label}): {text}", ErrorKind.SERVER)
+
+
+def protocol_error(where: str, detail: str) -> ProviderError:
+    """The response broke the wire format: malformed JSON, or the stream
+    ended without its terminal event (a proxy cut it short)."""
+    return _error(f"{where} {detail}", ErrorKind.PROTOCOL)
+
+
+def total_timeout_error(where: str, timeout_s: float) -> ProviderError:
+    """The turn kept streaming past the adapter's total ``timeout_s``."""
+    return _error(f"{where} did not finish the answer within {timeout_s:g} s", ErrorKind.CONNECTION)
+
+
+def _from_timeout(exc: openai.APITimeoutError, *, where: str, idle_timeout_s: float | None) -> ProviderError:
+    cause = exc.__cause__
+    if isinstance(cause, _CONNECT_TIMEOUTS):
+        return _error(f"Could not connect to the {where} in time: {exc.message}", ErrorKind.CONNECTION)
+    if isinstance(cause, _READ_TIMEOUTS):
+        after = f" for {idle_timeout_s:g} s" if idle_timeout_s is not None else ""
+        return _error(f"{where} stopped sending data{after}; the stream stalled", ErrorKind.STALLED)
+    return _error(f"{where} did not answer in time: {exc.message}", ErrorKind.CONNECTION)
 
 
 def _from_status(exc: openai.APIStatusError, *, where: str, model: str) -> ProviderError:
     status = exc.status_code
     body = _ErrorBody.from_exception(exc)
     detail = f"({status}{' ' + body.code if body.code else ''}): {body.message}"
-    if status == 401:
-        message, retryable = f"{where} rejected the API key {detail}", False
+    names = {body.code, body.type}
+    if status in (400, 422):
+        message, kind = f"{where} rejected the request {detail}", ErrorKind.BAD_REQUEST
+    elif status == 401:
+        message, kind = f"{where} rejected the API key {detail}. {KEY_HINT}", ErrorKind.AUTHENTICATION
     elif status == 403:
-        message, retryable = f"{where} refused access with this API key {detail}", False
+        message, kind = f"{where} refused access with this API key {detail}", ErrorKind.PERMISSION
     elif status == 404:
         hint = "check the model name and base URL"
-        message, retryable = f"{where} does not know model {model!r} or the endpoint; {hint} {detail}", False
-    elif status == 429 and "insufficient_quota" in (body.code, body.type):
+        message, kind = f"{where} does not know model {model!r} or the endpoint; {hint} {detail}", ErrorKind.NOT_FOUND
+    elif status == 429 and names & _QUOTA_CODES:
         hint = "check its plan and billing"
-        message, retryable = f"{where} says the account is out of quota; {hint} {detail}", False
+        message, kind = f"{where} says the account is out of quota; {hint} {detail}", ErrorKind.QUOTA
     elif status == 429:
-        message, retryable = f"{where} is rate limiting requests {detail}", True
-    elif status in RETRYABLE_STATUSES:
-        message, retryable = f"{where} asked to retry the request {detail}", True
+        message, kind = f"{where} is rate limiting requests {detail}", ErrorKind.RATE_LIMIT
+    elif status == 408:
+        message, kind = f"{where} timed out the request {detail}", ErrorKind.CONNECTION
+    elif status == 409:
+        message, kind = f"{where} asked to retry the request {detail}", ErrorKind.SERVER
+    elif status == 529 or (status == 503 and ("overload" in body.message.lower() or names & _OVERLOADED_CODES)):
+        message, kind = f"{where} is overloaded {detail}", ErrorKind.OVERLOADED
     elif status >= 500:
-        message, retryable = f"{where} had a server error {detail}", True
+        message, kind = f"{where} had a server error {detail}", ErrorKind.SERVER
     else:
-        message, retryable = f"{where} rejected the request {detail}", False
-    return ProviderError(message, retryable=retryable, status_code=status)
+        message, kind = f"{where} rejected the request {detail}", ErrorKind.BAD_REQUEST
+    retry_after = retry_after_from_headers(exc.response.headers) if exc.response is not None else None
+    return _error(message, kind, status_code=status, retry_after_s=retry_after)
 
 
-def _from_stream_error(exc: openai.APIError, *, where: str) -> ProviderError:
-    """An ``{"error": ...}`` event after the stream began (HTTP status was 200).
-    Assume a server-side failure unless the error names the request's fault."""
-    body = _ErrorBody.from_exception(exc)
-    retryable = not ({body.type, body.code} & _CLIENT_FAULT_KINDS)
-    kind = body.code or body.type or "error"
-    return ProviderError(f"{where} failed mid-stream ({kind}): {body.message}", retryable=retryable)
+def _error(
+    message: str,
+    kind: ErrorKind,
+    *,
+    retryable: bool | None = None,
+    status_code: int | None = None,
+    retry_after_s: float | None = None,
+) -> ProviderError:
+    return ProviderError(
+        message,
+        retryable=kind in RETRYABLE_KINDS if retryable is None else retryable,
+        status_code=status_code,
+        kind=kind,
+        retry_after_s=retry_after_s,
+    )

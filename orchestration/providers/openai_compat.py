@@ -1,7 +1,8 @@
 """Adapter for OpenAI Chat Completions and servers that copy it (Ollama
 ``/v1``, vLLM, LM Studio, llama.cpp, OpenRouter …) via the official SDK.
 
-The SDK handles HTTP, SSE framing and request retries. We do not use its
+The SDK handles HTTP and SSE framing; its own retries are off by default
+(``max_retries=0``) because the engine retries whole turns. We do not use its
 stream *accumulator*: it concatenates repeated ids/names and merges Ollama's
 parallel calls that all claim ``index: 0``. Tool calls are assembled by
 :class:`ToolCallAccumulator`, everything else by :class:`_TurnState` below.
@@ -10,14 +11,19 @@ parallel calls that all claim ``index: 0``. Tool calls are assembled by
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
-import httpx
 import openai
 
-from orchestration.providers._openai_errors import provider_error_from
+from orchestration.providers._openai_errors import (
+    default_where,
+    protocol_error,
+    provider_error_from,
+    total_timeout_error,
+)
 from orchestration.providers.base import (
     ChatMessage,
     ProviderError,
@@ -34,7 +40,8 @@ logger = logging.getLogger(__name__)
 
 CHUNK_OBJECT = "chat.completion.chunk"
 # Options the engine may set that mean the same thing on every compatible server.
-PASS_THROUGH_OPTIONS = ("temperature", "max_tokens", "reasoning_effort")
+# ``verbosity`` is OpenAI's (gpt-5); the engine only sets options the model supports.
+PASS_THROUGH_OPTIONS = ("temperature", "max_tokens", "reasoning_effort", "verbosity")
 # Non-standard delta fields carrying "thinking" text: vLLM/DeepSeek use
 # ``reasoning_content``, Ollama/OpenRouter/newer vLLM ``reasoning``. Read one
 # per delta so a server sending both does not double the text.
@@ -47,7 +54,12 @@ PLACEHOLDER_API_KEY = "no-key-configured"
 
 
 class OpenAICompatibleProvider:
-    """``ChatProvider`` for any OpenAI Chat Completions endpoint."""
+    """``ChatProvider`` for any OpenAI Chat Completions endpoint.
+
+    ``timeout_s`` bounds a whole turn; ``idle_timeout_s`` is the longest gap
+    between bytes of a stream (exceeded: ``ErrorKind.STALLED``). A
+    non-streaming call waits up to ``timeout_s`` for its one response.
+    """
 
     name = "openai"
 
@@ -57,18 +69,27 @@ class OpenAICompatibleProvider:
         base_url: str,
         api_key: str,
         timeout_s: float = 600.0,
+        idle_timeout_s: float = 60.0,
         connect_timeout_s: float = 5.0,
-        max_retries: int = 2,
+        max_retries: int = 0,
     ) -> None:
         self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.idle_timeout_s = idle_timeout_s
+        self._where = default_where(base_url)
+        self._whole_response_timeout = openai.Timeout(timeout_s, connect=connect_timeout_s)
         self._client = openai.OpenAI(
             base_url=base_url,
             api_key=api_key or PLACEHOLDER_API_KEY,
-            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
+            timeout=openai.Timeout(timeout_s, connect=connect_timeout_s, read=idle_timeout_s),
             max_retries=max_retries,
         )
 
     def stream_turn(self, request: TurnRequest) -> Iterator[StreamItem]:
+        if not request.stream:
+            yield from self._complete(request)
+            return
+        deadline = time.monotonic() + self.timeout_s
         try:
             stream = self._client.chat.completions.create(**request_params(request))
         except openai.OpenAIError as exc:
@@ -77,22 +98,87 @@ class OpenAICompatibleProvider:
         try:
             for chunk in stream:
                 yield from state.consume(chunk)
+                if time.monotonic() > deadline:
+                    raise total_timeout_error(self._where, self.timeout_s)
         except openai.OpenAIError as exc:
             raise self._error(exc, request) from exc
+        except ValueError as exc:  # json.JSONDecodeError: a malformed event
+            raise self._logged(protocol_error(self._where, f"sent a malformed stream event: {exc}"), request) from exc
         finally:
             # Runs on normal end, on error and on GeneratorExit (the caller
             # cancelled): the HTTP response must not outlive the generator.
             stream.close()
-        yield state.result(where=self.base_url)
+        yield state.result(where=self._where)
+
+    def _complete(self, request: TurnRequest) -> Iterator[StreamItem]:
+        """``request.stream == False``: one ``chat.completion``, replayed as
+        at most one reasoning delta, one text delta and the result."""
+        params = {**request_params(request), "stream": False}
+        params.pop("stream_options")
+        try:
+            completion = self._client.chat.completions.create(**params, timeout=self._whole_response_timeout)
+        except openai.OpenAIError as exc:
+            raise self._error(exc, request) from exc
+        except ValueError as exc:
+            raise self._logged(protocol_error(self._where, f"sent a malformed response: {exc}"), request) from exc
+        result = result_from_completion(completion, where=self._where)
+        if result.reasoning:
+            yield ReasoningDelta(result.reasoning)
+        if result.text:
+            yield TextDelta(result.text)
+        yield result
 
     def _error(self, exc: openai.OpenAIError, request: TurnRequest) -> ProviderError:
-        error = provider_error_from(exc, base_url=self.base_url, model=request.model)
+        error = provider_error_from(
+            exc, base_url=self.base_url, model=request.model, idle_timeout_s=self.idle_timeout_s
+        )
+        return self._logged(error, request)
+
+    def _logged(self, error: ProviderError, request: TurnRequest) -> ProviderError:
         logger.warning(
             "Provider call failed: %s",
             error.message,
-            extra={"provider": self.name, "model": request.model, "retryable": error.retryable},
+            extra={
+                "provider": self.name,
+                "model": request.model,
+                "kind": str(error.kind),
+                "retryable": error.retryable,
+            },
         )
         return error
+
+
+def result_from_completion(completion: Any, *, where: str) -> TurnResult:
+    """The ``TurnResult`` of a non-streaming ``chat.completion``."""
+    choices = getattr(completion, "choices", None) or []
+    if not choices:
+        raise protocol_error(where, "answered without any choice")
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    accumulator = ToolCallAccumulator()
+    for index, call in enumerate(getattr(message, "tool_calls", None) or ()):
+        function = getattr(call, "function", None)
+        accumulator.add(
+            {
+                "index": index,
+                "id": getattr(call, "id", None),
+                "function": {
+                    "name": getattr(function, "name", None),
+                    "arguments": getattr(function, "arguments", None),
+                },
+            }
+        )
+    calls = accumulator.tool_calls()
+    text = "".join(t for t in (getattr(message, "content", None), getattr(message, "refusal", None)) if t)
+    usage = getattr(completion, "usage", None)
+    return TurnResult(
+        text=text,
+        tool_calls=calls,
+        finish_reason=_normalise_finish_reason(getattr(choice, "finish_reason", None) or "stop", has_calls=bool(calls)),
+        usage=_usage_dict(usage) if usage is not None else {},
+        reasoning=_reasoning_text(message),
+        response_id=getattr(completion, "id", None),
+    )
 
 
 def request_params(request: TurnRequest) -> dict[str, Any]:
@@ -204,10 +290,7 @@ class _TurnState:
         if self.finish_reason is None:
             # The HTTP stream ended cleanly but the model never finished: a
             # proxy cut it short. Recording it as a complete turn would be wrong.
-            raise ProviderError(
-                f"OpenAI-compatible provider at {where} ended the stream before the model finished",
-                retryable=True,
-            )
+            raise protocol_error(where, "ended the stream before the model finished")
         calls = self.tool_calls.tool_calls()
         return TurnResult(
             text="".join(self.text_parts),
@@ -220,6 +303,7 @@ class _TurnState:
 
 
 def _reasoning_text(delta: Any) -> str:
+    """Reasoning text of a stream delta or a whole message."""
     for name in REASONING_FIELDS:
         value = getattr(delta, name, None)
         if isinstance(value, str) and value:
@@ -247,4 +331,7 @@ def _usage_dict(usage: Any) -> dict[str, int]:
     reasoning_tokens = getattr(details, "reasoning_tokens", None)
     if reasoning_tokens is not None:
         result["reasoning_tokens"] = int(reasoning_tokens)
+    cached_tokens = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
+    if cached_tokens is not None:
+        result["cached_tokens"] = int(cached_tokens)
     return result

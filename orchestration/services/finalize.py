@@ -83,6 +83,7 @@ def run_finalize(
             content=text,
             tool_rounds=tool_rounds_from_ledger(turns, invocations),
             reasoning_tokens=(final_turn.usage or {}).get("reasoning_tokens") if final_turn else None,
+            reasoning_details=final_turn.reasoning_details if final_turn else None,
             response_id=final_turn.response_id if final_turn else "",
             finish_reason=final_turn.finish_reason if final_turn else "",
             status=_MESSAGE_STATUS[outcome],

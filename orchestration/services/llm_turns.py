@@ -16,12 +16,13 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
+from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
 
 from .. import dispatch, events
 from ..history import TurnInput, input_for_turn
-from ..providers import ProviderError, get_provider
-from ..providers.base import ReasoningDelta, TextDelta, ToolCall, TurnRequest, TurnResult
+from ..providers import ProviderError, ResolvedModel, resolve
+from ..providers.base import ChatProvider, ReasoningDelta, TextDelta, ToolCall, TurnRequest, TurnResult
+from ..providers.retry_policy import policy_for
 from ..tooling import get_registry
 from .claims import claim_turn, mark_run_running
 from .finalize import Outcome, run_finalize, step_must_stop
@@ -39,7 +40,8 @@ class _Streamed:
     result: TurnResult | None  # None: cancelled or failed mid-stream
     partial_text: str
     provider_ms: int
-    error: str = ""  # why the model call failed, for the person reading the run
+    failure: ProviderError | None = None  # why the model call failed
+    cancelled: bool = False
 
 
 def _emit_tool_call_events(run: Run, invocations: list[ToolInvocation]) -> None:
@@ -58,17 +60,18 @@ def _cancel_requested(run_id: str) -> bool:
     return bool(Run.objects.filter(pk=run_id).values_list("cancel_requested", flat=True).first())
 
 
-def _stream(run: Run, request: TurnRequest) -> _Streamed:
-    """Call the model, publishing deltas as they arrive. Provider failures and
-    unexpected adapter errors end in a ``_Streamed`` with ``error`` set (and
-    the text streamed so far); database errors propagate so the task retries."""
+def _stream(run: Run, provider: ChatProvider, request: TurnRequest) -> _Streamed:
+    """Call the model once, publishing deltas as they arrive. Provider failures
+    and unexpected adapter errors end in a ``_Streamed`` with ``failure`` set
+    (and the text streamed so far); database errors propagate so the task retries."""
     r = ref(run)
     parts: list[str] = []
     result: TurnResult | None = None
     started = time.monotonic()
     next_check = started + _CHECK_INTERVAL_S
-    stream = get_provider(run.model).stream_turn(request)
-    error = ""
+    stream = provider.stream_turn(request)
+    failure: ProviderError | None = None
+    cancelled = False
     try:
         for item in stream:
             if isinstance(item, TextDelta):
@@ -82,22 +85,90 @@ def _stream(run: Run, request: TurnRequest) -> _Streamed:
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + _CHECK_INTERVAL_S
                 if _cancel_requested(str(run.id)):
-                    result = None
+                    result, cancelled = None, True
                     break
     except ProviderError as exc:
-        result, error = None, exc.message
+        result, failure = None, exc
     except DatabaseError:
         raise
     except Exception as exc:  # a bug in an adapter must not leave the run hanging
         logger.exception("run %s: unexpected error while streaming from %s", run.id, run.model)
         result = None
-        error = (
+        failure = ProviderError(
             f"Internal error while talking to the model ({type(exc).__name__}); "
-            "the details are in the worker log."
+            "the details are in the worker log.",
+            retryable=False,
         )
     finally:
         stream.close()  # closes the upstream connection when we stop early
-    return _Streamed(result, "".join(parts), int((time.monotonic() - started) * 1000), error)
+    elapsed_ms = int((time.monotonic() - started) * 1000)
+    return _Streamed(result, "".join(parts), elapsed_ms, failure, cancelled)
+
+
+def _wait_unless_cancelled(run_id: str, seconds: float) -> bool:
+    """Sleep, looking at the cancel flag every second; False if cancelled."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, _CHECK_INTERVAL_S))
+        if _cancel_requested(run_id):
+            return False
+    return True
+
+
+def _call_model(run: Run, turn: LlmTurn, resolved: ResolvedModel, request: TurnRequest) -> _Streamed:
+    """The turn's model call with its provider's retry policy: transient
+    failures are retried with backoff (honouring Retry-After), and each retry
+    is announced with llm.retry so clients drop the partial text."""
+    policy = policy_for(resolved.kind)
+    attempt = 1
+    while True:
+        streamed = _stream(run, resolved.provider, request)
+        failure = streamed.failure
+        if failure is None or not failure.retryable or attempt >= policy.max_attempts:
+            if failure is not None and failure.retryable:
+                message = f"{failure.message} (gave up after {attempt} attempts)"
+                streamed = _Streamed(None, streamed.partial_text, streamed.provider_ms,
+                                     ProviderError(message, retryable=False, kind=failure.kind))
+            return streamed
+        delay = policy.delay(attempt, failure.retry_after_s)
+        logger.warning("run %s turn %s attempt %s failed (%s); retrying in %.1fs",
+                       run.id, turn.iteration, attempt, failure.kind, delay)
+        events.llm_retry(ref(run), iteration=turn.iteration, attempt=attempt, error=failure.message,
+                         retry_in_s=round(delay, 2), discard_text=bool(streamed.partial_text))
+        if not _wait_unless_cancelled(str(run.id), delay):
+            return _Streamed(None, "", streamed.provider_ms, cancelled=True)
+        attempt += 1
+
+
+def _previous_response_id(run: Run, turn_input: TurnInput, iteration: int) -> str | None:
+    """Where a Responses-API conversation continues from (seed 000): this
+    run's last turn, else the conversation's last assistant message."""
+    if iteration > 0:
+        return turn_input.last_response_id
+    return (
+        Message.objects.filter(conversation_id=run.conversation_id, role=Message.Role.ASSISTANT,
+                               status=Message.Status.FINAL, model=run.model)
+        .exclude(response_id="")
+        .order_by("-created_at")
+        .values_list("response_id", flat=True)
+        .first()
+    )
+
+
+def _request(run: Run, turn: LlmTurn, resolved: ResolvedModel, turn_input: TurnInput) -> TurnRequest:
+    """Only what the model supports: tools, streaming, reasoning controls."""
+    wanted = {"reasoning_effort": resolved.supports_reasoning, "verbosity": resolved.supports_verbosity}
+    offer_tools = turn.offered_tools and resolved.supports_tools
+    return TurnRequest(
+        model=resolved.upstream_model,
+        messages=turn_input.messages,
+        tools=get_registry().specs(run.options.get("tools", [])) if offer_tools else [],
+        options={k: v for k, v in run.options.items() if wanted.get(k)},
+        previous_response_id=(
+            _previous_response_id(run, turn_input, turn.iteration) if resolved.kind == "openai_responses" else None
+        ),
+        stream=resolved.supports_streaming,
+    )
 
 
 def _unique_calls(iteration: int, calls: list[ToolCall], used_ids: frozenset[str]) -> list[ToolCall]:
@@ -109,7 +180,7 @@ def _unique_calls(iteration: int, calls: list[ToolCall], used_ids: frozenset[str
         if not call_id or call_id in used:
             call_id = f"call_{iteration}_{len(unique)}_{secrets.token_hex(4)}"
         used.add(call_id)
-        unique.append(ToolCall(id=call_id, name=call.name, arguments=call.arguments))
+        unique.append(ToolCall(id=call_id, name=call.name, arguments=call.arguments, metadata=call.metadata))
     return unique
 
 
@@ -125,7 +196,11 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
             status="completed",
             text=result.text,
             reasoning=result.reasoning,
-            tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+            tool_calls=[
+                {"id": c.id, "name": c.name, "arguments": c.arguments, **({"metadata": c.metadata} if c.metadata else {})}
+                for c in calls
+            ],
+            reasoning_details=result.reasoning_details,
             finish_reason="tool_calls" if calls else ("stop" if result.finish_reason == "tool_calls" else result.finish_reason),
             usage=result.usage,
             response_id=result.response_id or "",
@@ -192,17 +267,21 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
     events.llm_started(ref(run), iteration=iteration)
 
     turn_input = input_for_turn(run, iteration, offer_tools=turn.offered_tools)
-    request = TurnRequest(
-        model=run.model,
-        messages=turn_input.messages,
-        tools=get_registry().specs(run.options.get("tools", [])) if turn.offered_tools else [],
-        options={k: v for k, v in run.options.items() if k in ("reasoning_effort",)},
-    )
+    try:
+        resolved = resolve(run.model, user_id=run.user_id)
+    except DatabaseError:
+        raise
+    except Exception as exc:
+        logger.exception("run %s: cannot set up model %s", run_id, run.model)
+        run_finalize(run_id=run_id, outcome=Outcome.FAILED,
+                     error=f"The model '{run.model}' cannot be used: {exc}")
+        return
     with step_lease(run_id, turn):
-        streamed = _stream(run, request)
-    if streamed.error:
-        logger.warning("run %s turn %s failed: %s", run_id, iteration, streamed.error)
-        run_finalize(run_id=run_id, outcome=Outcome.FAILED, error=streamed.error, partial_text=streamed.partial_text)
+        streamed = _call_model(run, turn, resolved, _request(run, turn, resolved, turn_input))
+    if streamed.failure is not None:
+        logger.warning("run %s turn %s failed: %s", run_id, iteration, streamed.failure.message)
+        run_finalize(run_id=run_id, outcome=Outcome.FAILED, error=streamed.failure.message,
+                     partial_text=streamed.partial_text)
         return
     if streamed.result is None:
         run_finalize(run_id=run_id, outcome=Outcome.CANCELLED, partial_text=streamed.partial_text)

@@ -79,7 +79,8 @@ class LlmTurn(models.Model):
     offered_tools = models.BooleanField(default=True)
     text = models.TextField(blank=True)
     reasoning = models.TextField(blank=True)
-    tool_calls = models.JSONField(default=list, blank=True)  # [{id, name, arguments}]
+    reasoning_details = models.JSONField(null=True, blank=True)  # provider reasoning blocks
+    tool_calls = models.JSONField(default=list, blank=True)  # [{id, name, arguments, metadata?}]
     finish_reason = models.CharField(max_length=32, blank=True)
     usage = models.JSONField(default=dict, blank=True)
     response_id = models.CharField(max_length=200, blank=True)

@@ -1,0 +1,70 @@
+"""Model validation and the list of configured models."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chatforge.api.errors import error_body
+from chatforge.llm.models import LanguageModel
+from chatforge.llm.validation import TestTimedOut, all_validation_statuses, model_test_run
+
+
+class ToolTestRequest(serializers.Serializer):
+    query = serializers.CharField(max_length=10_000)
+    model = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    tools = serializers.ListField(child=serializers.CharField(max_length=64), required=False, allow_null=True)
+    timeout_s = serializers.FloatField(required=False, min_value=1, max_value=600, default=120)
+
+
+class ToolTestView(APIView):
+    @extend_schema(request=ToolTestRequest, responses={200: dict, 504: dict})
+    def post(self, request: Request) -> Response:
+        """Run a tool-enabled chat with a model and record whether it used its tools well."""
+        payload = ToolTestRequest(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        model = data.get("model") or settings.CHATFORGE_DEFAULT_MODEL
+        try:
+            result = model_test_run(user=request.user, query=data["query"], model=model,
+                                    tools=data.get("tools"), timeout_s=data["timeout_s"])
+        except TestTimedOut as exc:
+            return Response(
+                error_body("timeout", f"The test run did not finish within {data['timeout_s']:g} s; it keeps "
+                           f"running (run {exc.run.id}).", {"run_id": str(exc.run.id)}),
+                status=status.HTTP_504_GATEWAY_TIMEOUT,
+            )
+        return Response(result)
+
+
+class ModelListView(APIView):
+    @extend_schema(responses=dict)
+    def get(self, request: Request) -> Response:
+        """Configured models with capabilities and tool-calling validation status."""
+        statuses = all_validation_statuses()
+        rows = LanguageModel.objects.select_related("provider").filter(enabled=True, provider__enabled=True)
+        names = ["demo", *[r.name for r in rows]]
+        by_name = {r.name: r for r in rows}
+        models = []
+        for name in names:
+            row = by_name.get(name)
+            validation = statuses[name].as_dict() if name in statuses else {
+                "model": name, "tests": 0, "successes": 0, "success_rate": 0.0, "validated": False}
+            models.append({
+                "id": name,
+                "provider": row.provider.name if row else "built-in",
+                "kind": row.provider.kind if row else "demo",
+                "capabilities": {
+                    "tools": row.supports_tools if row else True,
+                    "streaming": row.supports_streaming if row else True,
+                    "reasoning": row.supports_reasoning if row else False,
+                    "verbosity": row.supports_verbosity if row else False,
+                    "vision": row.supports_vision if row else False,
+                },
+                "validation": validation,
+            })
+        return Response({"default": settings.CHATFORGE_DEFAULT_MODEL, "models": models})

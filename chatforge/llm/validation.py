@@ -1,0 +1,117 @@
+"""Model validation (seed 002): run a tool-enabled chat with a model, report
+what it did, and record whether it used its tools well. A model is
+*validated* once at least 80 % of its tests succeeded."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, Q
+
+from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
+from orchestration.event_log import get_event_log
+from orchestration.events import TERMINAL_TYPES
+from orchestration.services.runs import RunOptions, run_start
+
+from .models import ModelValidation
+
+VALIDATED_RATE = 0.8
+TEST_PROMPT_TITLE = "Tool test"
+
+
+@dataclass(frozen=True)
+class ValidationStatus:
+    model: str
+    tests: int
+    successes: int
+
+    @property
+    def rate(self) -> float:
+        return self.successes / self.tests if self.tests else 0.0
+
+    @property
+    def validated(self) -> bool:
+        return self.tests > 0 and self.rate >= VALIDATED_RATE
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "tests": self.tests, "successes": self.successes,
+                "success_rate": round(self.rate, 3), "validated": self.validated}
+
+
+def validation_status(model: str) -> ValidationStatus:
+    counts = ModelValidation.objects.filter(model=model).aggregate(
+        tests=Count("id"), successes=Count("id", filter=Q(success=True))
+    )
+    return ValidationStatus(model, counts["tests"] or 0, counts["successes"] or 0)
+
+
+def all_validation_statuses() -> dict[str, ValidationStatus]:
+    rows = ModelValidation.objects.values("model").annotate(
+        tests=Count("id"), successes=Count("id", filter=Q(success=True))
+    )
+    return {r["model"]: ValidationStatus(r["model"], r["tests"], r["successes"]) for r in rows}
+
+
+class TestTimedOut(Exception):
+    def __init__(self, run: Run) -> None:
+        super().__init__(f"run {run.id} did not finish in time")
+        self.run = run
+
+
+def _wait_for_end(run: Run, timeout_s: float) -> None:
+    """Follow the run's event log until its terminal event."""
+    log = get_event_log()
+    after, deadline = 0, time.monotonic() + timeout_s
+    while (left := deadline - time.monotonic()) > 0:
+        for event in log.read(str(run.id), after=after, block_ms=int(min(left, 5) * 1000)):
+            after = event["seq"]
+            if event["type"] in TERMINAL_TYPES:
+                return
+        run.refresh_from_db(fields=["status"])
+        if run.is_terminal:
+            return
+    raise TestTimedOut(run)
+
+
+def model_test_run(
+    *, user: AbstractBaseUser, query: str, model: str, tools: list[str] | None = None, timeout_s: float = 120.0
+) -> dict[str, Any]:
+    """Run the query as a tool-enabled chat and record the outcome.
+
+    Success means: the run completed, the model called at least one tool,
+    and every call ran without error (a model that answers without its
+    tools, or with broken arguments, does not count as using them).
+    """
+    conversation = Conversation.objects.create(user=user, title=f"{TEST_PROMPT_TITLE}: {query[:60]}")
+    run = run_start(user=user, conversation=conversation, content=query, options=RunOptions(model=model, tools=tools))
+    _wait_for_end(run, timeout_s)
+    run.refresh_from_db()
+    calls = list(ToolInvocation.objects.filter(run=run).order_by("iteration", "position"))
+    answer = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).values_list("content", flat=True).first()
+    success = run.status == Run.Status.COMPLETED and bool(calls) and all(c.status == "success" for c in calls)
+    error = run.error or ("" if calls else "The model did not call any tool.")
+    if calls and not success and not run.error:
+        error = "; ".join(f"{c.name}: {c.output[:200]}" for c in calls if c.status != "success")
+    ModelValidation.objects.create(
+        model=model, query=query, success=success, tool_calls=len(calls),
+        iterations=run.iteration + 1, error=error, run=run,
+    )
+    return {
+        "model": model,
+        "query": query,
+        "run_id": str(run.id),
+        "status": run.status,
+        "success": success,
+        "error": error,
+        "tool_calls": [
+            {"iteration": c.iteration, "name": c.name, "arguments": c.arguments, "status": c.status,
+             "result": c.output, "execution_time_ms": c.duration_ms}
+            for c in calls
+        ],
+        "answer": answer or "",
+        "max_iterations_reached": run.max_iterations_reached,
+        "validation": validation_status(model).as_dict(),
+    }
