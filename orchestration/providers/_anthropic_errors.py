@@ -75,7 +75,9 @@ class _ErrorBody:
         )
 
 
-def provider_error_from(exc: Exception, *, where: str, model: str, idle_timeout_s: float) -> ProviderError:
+def provider_error_from(
+    exc: BaseException, *, where: str, model: str, idle_timeout_s: float
+) -> ProviderError:
     """Map any exception raised while creating or reading a response."""
     if isinstance(exc, anthropic.APITimeoutError):
         if isinstance(exc.__cause__, httpx2.ReadTimeout):

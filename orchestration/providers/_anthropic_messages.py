@@ -188,7 +188,9 @@ def _paired(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
         answered = {b.get("tool_use_id") for b in following["content"]} if following else set()
         missing = [call_id for call_id in call_ids if call_id not in answered]
         if missing:
-            logger.warning("Tool calls without results in the history; sending an error result for %s", missing)
+            logger.warning(
+                "Tool calls without results in the history; sending an error result for %s", missing
+            )
             filler = [_tool_result(call_id, MISSING_RESULT) for call_id in missing]
             if following is not None:
                 following["content"][:0] = filler
@@ -205,4 +207,7 @@ def _orphan_as_text(block: Block, calls: set[str]) -> Block:
         return block
     logger.warning("A tool result answers no call of the previous message; sending it as text")
     name = block.get("_name") or "a tool"
-    return {"type": "text", "text": f"(Result of {name}, call {block['tool_use_id']}): {block.get('content', '')}"}
+    return {
+        "type": "text",
+        "text": f"(Result of {name}, call {block['tool_use_id']}): {block.get('content', '')}",
+    }

@@ -23,7 +23,10 @@ import openai
 from orchestration.providers.base import RETRYABLE_KINDS, ErrorKind, ProviderError
 from orchestration.providers.retry_hints import retry_after_from_headers
 
-KEY_HINT = "Check the API key configured for this endpoint (for OpenAI: OPENAI_API_KEY or your openai_api_key secret)."
+KEY_HINT = (
+    "Check the API key configured for this endpoint "
+    "(for OpenAI: OPENAI_API_KEY or your openai_api_key secret)."
+)
 # ``code``/``type`` values of an error body or event, by what they mean.
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"})
 _RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error", "requests", "tokens"})
@@ -76,7 +79,12 @@ def default_where(base_url: str) -> str:
 
 
 def provider_error_from(
-    exc: openai.OpenAIError, *, base_url: str, model: str, where: str | None = None, idle_timeout_s: float | None = None
+    exc: openai.OpenAIError,
+    *,
+    base_url: str,
+    model: str,
+    where: str | None = None,
+    idle_timeout_s: float | None = None,
 ) -> ProviderError:
     """Map any SDK exception raised while creating or reading a response.
 
@@ -89,31 +97,40 @@ def provider_error_from(
         return _from_timeout(exc, where=where, idle_timeout_s=idle_timeout_s)
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc.message
-        return _error(f"Could not reach the {where}, or it broke the connection: {cause}", ErrorKind.CONNECTION)
+        return _error(
+            f"Could not reach the {where}, or it broke the connection: {cause}", ErrorKind.CONNECTION
+        )
     if isinstance(exc, openai.APIStatusError):
         return _from_status(exc, where=where, model=model)
     if isinstance(exc, openai.APIError):
         body = _ErrorBody.from_exception(exc)
-        return error_from_event(code=body.code, type=body.type, message=body.message, where=where)
+        return error_from_event(code=body.code, error_type=body.type, message=body.message, where=where)
     return _error(f"{where} failed: {exc}", ErrorKind.OTHER, retryable=False)
 
 
-def error_from_event(*, code: str | None, type: str | None, message: str | None, where: str) -> ProviderError:
+def error_from_event(
+    *, code: str | None, error_type: str | None, message: str | None, where: str
+) -> ProviderError:
     """An error reported inside a 200 response: Chat's ``data: {"error": …}``,
     the Responses ``error`` event or a ``response.failed`` response. Assume a
     server-side failure unless the code names the request's or the account's fault."""
-    names = {code or "", type or ""}
-    label = code or type or "error"
+    names = {code or "", error_type or ""}
+    label = code or error_type or "error"
     text = (message or "no details given").strip()
     if names & _QUOTA_CODES:
-        return _error(f"{where} says the account is out of quota; check its plan and billing ({label}): {text}",
-                      ErrorKind.QUOTA)
+        return _error(
+            f"{where} says the account is out of quota; check its plan and billing ({label}): {text}",
+            ErrorKind.QUOTA,
+        )
     if names & _RATE_LIMIT_CODES:
         return _error(f"{where} is rate limiting requests ({label}): {text}", ErrorKind.RATE_LIMIT)
     if names & _OVERLOADED_CODES:
         return _error(f"{where} is overloaded ({label}): {text}", ErrorKind.OVERLOADED)
     if names & _AUTH_CODES:
-        return _error(f"{where} rejected the API key ({label}): {text}. {KEY_HINT}", ErrorKind.AUTHENTICATION)
+        return _error(
+            f"{where} rejected the API key ({label}): {text.rstrip('.')}. {KEY_HINT}",
+            ErrorKind.AUTHENTICATION,
+        )
     if names & _PERMISSION_CODES:
         return _error(f"{where} refused access with this API key ({label}): {text}", ErrorKind.PERMISSION)
     if names & _NOT_FOUND_CODES:
@@ -152,12 +169,18 @@ def _from_status(exc: openai.APIStatusError, *, where: str, model: str) -> Provi
     if status in (400, 422):
         message, kind = f"{where} rejected the request {detail}", ErrorKind.BAD_REQUEST
     elif status == 401:
-        message, kind = f"{where} rejected the API key {detail}. {KEY_HINT}", ErrorKind.AUTHENTICATION
+        message, kind = (
+            f"{where} rejected the API key {detail.rstrip('.')}. {KEY_HINT}",
+            ErrorKind.AUTHENTICATION,
+        )
     elif status == 403:
         message, kind = f"{where} refused access with this API key {detail}", ErrorKind.PERMISSION
     elif status == 404:
         hint = "check the model name and base URL"
-        message, kind = f"{where} does not know model {model!r} or the endpoint; {hint} {detail}", ErrorKind.NOT_FOUND
+        message, kind = (
+            f"{where} does not know model {model!r} or the endpoint; {hint} {detail}",
+            ErrorKind.NOT_FOUND,
+        )
     elif status == 429 and names & _QUOTA_CODES:
         hint = "check its plan and billing"
         message, kind = f"{where} says the account is out of quota; {hint} {detail}", ErrorKind.QUOTA
@@ -167,7 +190,9 @@ def _from_status(exc: openai.APIStatusError, *, where: str, model: str) -> Provi
         message, kind = f"{where} timed out the request {detail}", ErrorKind.CONNECTION
     elif status == 409:
         message, kind = f"{where} asked to retry the request {detail}", ErrorKind.SERVER
-    elif status == 529 or (status == 503 and ("overload" in body.message.lower() or names & _OVERLOADED_CODES)):
+    elif status == 529 or (
+        status == 503 and ("overload" in body.message.lower() or names & _OVERLOADED_CODES)
+    ):
         message, kind = f"{where} is overloaded {detail}", ErrorKind.OVERLOADED
     elif status >= 500:
         message, kind = f"{where} had a server error {detail}", ErrorKind.SERVER

@@ -103,7 +103,9 @@ class OpenAICompatibleProvider:
         except openai.OpenAIError as exc:
             raise self._error(exc, request) from exc
         except ValueError as exc:  # json.JSONDecodeError: a malformed event
-            raise self._logged(protocol_error(self._where, f"sent a malformed stream event: {exc}"), request) from exc
+            raise self._logged(
+                protocol_error(self._where, f"sent a malformed stream event: {exc}"), request
+            ) from exc
         finally:
             # Runs on normal end, on error and on GeneratorExit (the caller
             # cancelled): the HTTP response must not outlive the generator.
@@ -120,7 +122,9 @@ class OpenAICompatibleProvider:
         except openai.OpenAIError as exc:
             raise self._error(exc, request) from exc
         except ValueError as exc:
-            raise self._logged(protocol_error(self._where, f"sent a malformed response: {exc}"), request) from exc
+            raise self._logged(
+                protocol_error(self._where, f"sent a malformed response: {exc}"), request
+            ) from exc
         result = result_from_completion(completion, where=self._where)
         if result.reasoning:
             yield ReasoningDelta(result.reasoning)
@@ -174,7 +178,9 @@ def result_from_completion(completion: Any, *, where: str) -> TurnResult:
     return TurnResult(
         text=text,
         tool_calls=calls,
-        finish_reason=_normalise_finish_reason(getattr(choice, "finish_reason", None) or "stop", has_calls=bool(calls)),
+        finish_reason=_normalise_finish_reason(
+            getattr(choice, "finish_reason", None) or "stop", has_calls=bool(calls)
+        ),
         usage=_usage_dict(usage) if usage is not None else {},
         reasoning=_reasoning_text(message),
         response_id=getattr(completion, "id", None),

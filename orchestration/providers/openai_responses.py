@@ -141,7 +141,9 @@ class OpenAIResponsesProvider:
         except openai.OpenAIError as exc:
             raise self._error(exc, request) from exc
         except ValueError as exc:
-            raise self._logged(protocol_error(self._where, f"sent a malformed response: {exc}"), request) from exc
+            raise self._logged(
+                protocol_error(self._where, f"sent a malformed response: {exc}"), request
+            ) from exc
         state = _TurnState(where=self._where)
         try:
             state.apply_response(response)
@@ -152,7 +154,11 @@ class OpenAIResponsesProvider:
 
     def _error(self, exc: openai.OpenAIError, request: TurnRequest) -> ProviderError:
         error = provider_error_from(
-            exc, base_url=self.base_url, model=request.model, where=self._where, idle_timeout_s=self.idle_timeout_s
+            exc,
+            base_url=self.base_url,
+            model=request.model,
+            where=self._where,
+            idle_timeout_s=self.idle_timeout_s,
         )
         return self._logged(error, request)
 
@@ -160,7 +166,12 @@ class OpenAIResponsesProvider:
         logger.warning(
             "Provider call failed: %s",
             error.message,
-            extra={"provider": self.name, "model": request.model, "kind": str(error.kind), "retryable": error.retryable},
+            extra={
+                "provider": self.name,
+                "model": request.model,
+                "kind": str(error.kind),
+                "retryable": error.retryable,
+            },
         )
         return error
 
@@ -236,7 +247,11 @@ def message_to_items(message: ChatMessage) -> list[dict[str, Any]]:
             return items
         case "tool":
             return [
-                {"type": "function_call_output", "call_id": message.tool_call_id or "", "output": message.content or ""}
+                {
+                    "type": "function_call_output",
+                    "call_id": message.tool_call_id or "",
+                    "output": message.content or "",
+                }
             ]
         case _:
             assert_never(message.role)
@@ -259,7 +274,9 @@ class _CallSlot:
 
     def tool_call(self) -> ToolCall:
         arguments = self.arguments if self.arguments is not None else "".join(self.argument_parts)
-        return ToolCall(id=self.call_id or self.item_id, name=self.name, arguments=arguments or EMPTY_ARGUMENTS)
+        return ToolCall(
+            id=self.call_id or self.item_id, name=self.name, arguments=arguments or EMPTY_ARGUMENTS
+        )
 
 
 @dataclass
@@ -269,7 +286,7 @@ class _TurnState:
     where: str
     text_parts: list[str] = field(default_factory=list)
     reasoning_parts: list[str] = field(default_factory=list)
-    calls: dict[int, _CallSlot] = field(default_factory=dict)  # by output_index, in arrival order
+    calls: dict[int, _CallSlot] = field(default_factory=dict)  # by output_index
     reasoning_details: list[dict[str, Any]] = field(default_factory=list)
     final_calls: list[ToolCall] | None = None
     final_text: str = ""
@@ -335,9 +352,13 @@ class _TurnState:
         reasoning = [_reasoning_detail(item) for item in output if getattr(item, "type", None) == "reasoning"]
         if reasoning:
             self.reasoning_details = reasoning
-        self.final_text = "".join(_message_text(item) for item in output if getattr(item, "type", None) == "message")
+        self.final_text = "".join(
+            _message_text(item) for item in output if getattr(item, "type", None) == "message"
+        )
         self.final_reasoning = "\n\n".join(
-            _summary_text(item) for item in output if getattr(item, "type", None) == "reasoning" and _summary_text(item)
+            _summary_text(item)
+            for item in output
+            if getattr(item, "type", None) == "reasoning" and _summary_text(item)
         )
         self.finished = True
         if status == "incomplete":
@@ -360,7 +381,8 @@ class _TurnState:
             yield TextDelta(self.final_text)
 
     def result(self) -> TurnResult:
-        calls = self.final_calls if self.final_calls is not None else [s.tool_call() for s in self.calls.values()]
+        streamed = [self.calls[index].tool_call() for index in sorted(self.calls)]
+        calls = self.final_calls if self.final_calls is not None else streamed
         return TurnResult(
             text="".join(self.text_parts),
             tool_calls=calls,
@@ -403,7 +425,7 @@ class _TurnState:
         return None
 
     def _failure(self, code: str | None, message: str | None) -> ProviderError:
-        return error_from_event(code=code, type=None, message=message, where=self.where)
+        return error_from_event(code=code, error_type=None, message=message, where=self.where)
 
 
 def _call_from_item(item: Any) -> ToolCall:

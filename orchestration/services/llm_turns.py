@@ -7,6 +7,7 @@ that finds it completed only re-emits its events and moves on.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import time
@@ -124,6 +125,13 @@ def _call_model(run: Run, turn: LlmTurn, resolved: ResolvedModel, request: TurnR
     while True:
         streamed = _stream(run, resolved.provider, request)
         failure = streamed.failure
+        if failure is not None and request.previous_response_id and "previous_response_not_found" in failure.message:
+            # The provider no longer has the stored response (expired, or
+            # another project): send the whole history instead, once.
+            logger.info("run %s: stored response %s is gone; sending the full history",
+                        run.id, request.previous_response_id)
+            request = dataclasses.replace(request, previous_response_id=None)
+            continue
         if failure is None or not failure.retryable or attempt >= policy.max_attempts:
             if failure is not None and failure.retryable:
                 message = f"{failure.message} (gave up after {attempt} attempts)"

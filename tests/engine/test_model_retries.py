@@ -60,3 +60,43 @@ def test_after_the_budget_the_run_fails_and_keeps_the_partial_text(model_env, fa
     message = Message.objects.get(run=run, role="assistant")
     assert message.status == "error" and "Partial answer that breaks".startswith(message.content) and message.content
     assert len(fake_llm.requests_for("broken-model")) == 3
+
+
+def test_a_responses_conversation_continues_from_the_stored_response(model_env, fake_llm):
+    from chatforge.llm.models import LanguageModel, Provider
+
+    provider = Provider.objects.create(name="resp", kind="openai_responses", base_url=fake_llm.base_url)
+    LanguageModel.objects.create(name="resp-model", provider=provider, upstream_name="resp-upstream")
+    fake_llm.add_script("resp-upstream", lambda body: Reply(text="Answer."))
+    user = model_env
+    conversation = Conversation.objects.create(user=user)
+    for content in ("first question", "second question"):
+        run = run_start(user=user, conversation=conversation, content=content, options=RunOptions(model="resp-model"))
+        tasks.llm_turn(str(run.id), 0)
+    first, second = fake_llm.requests_for("resp-upstream")[-2:]
+    assert "previous_response_id" not in first
+    assert second["previous_response_id"]
+    assert second["input"] == [{"role": "user", "content": "second question"}]
+
+
+def test_a_stored_response_that_is_gone_falls_back_to_the_full_history(model_env, fake_llm):
+    from chatforge.llm.models import LanguageModel, Provider
+
+    provider = Provider.objects.create(name="resp2", kind="openai_responses", base_url=fake_llm.base_url)
+    LanguageModel.objects.create(name="resp-model-2", provider=provider, upstream_name="resp-upstream-2")
+    fake_llm.add_script("resp-upstream-2", lambda body: Reply(text="Fresh answer."))
+    user = model_env
+    conversation = Conversation.objects.create(user=user)
+    Message.objects.create(conversation=conversation, role="user", content="earlier question")
+    Message.objects.create(conversation=conversation, role="assistant", content="earlier answer",
+                           model="resp-model-2", response_id="resp_expired_long_ago")
+    run = run_start(user=user, conversation=conversation, content="new question", options=RunOptions(model="resp-model-2"))
+
+    tasks.llm_turn(str(run.id), 0)
+
+    run.refresh_from_db()
+    assert run.status == "completed"
+    sent = fake_llm.requests_for("resp-upstream-2")
+    assert sent[0]["previous_response_id"] == "resp_expired_long_ago"
+    assert "previous_response_id" not in sent[-1]
+    assert [item.get("content") for item in sent[-1]["input"]] == ["earlier question", "earlier answer", "new question"]

@@ -1,11 +1,19 @@
-"""A fake OpenAI Chat Completions server for tests: real HTTP on 127.0.0.1,
-real wire format (PROVIDERS.md §1–2.4), scripted answers.
+"""A fake OpenAI server for tests: Chat Completions (``/v1/chat/completions``,
+PROVIDERS.md §1–2.4) and the Responses API (``/v1/responses``, §3) over
+real HTTP on 127.0.0.1, real wire format, scripted answers.
 
 Tests exercise the whole client stack (SDK, SSE parsing, retries,
 cancellation) without reaching a real provider. Scripts are keyed by the
 request's ``model`` and indexed by *round* — the number of assistant
-tool-call messages after the last user message — so a scripted conversation
-needs no server-side state and survives client retries.
+tool-call turns after the last user message — so a scripted Chat
+conversation needs no server-side state and survives client retries.
+
+A Responses request is first turned into the equivalent Chat body (its
+``instructions`` a system message, consecutive ``function_call`` items one
+assistant message, ``function_call_output`` items tool messages), so the
+same scripts, rounds and helpers serve both endpoints. Like OpenAI, the fake
+stores every response's conversation (input plus output items) under its id,
+and a request with ``previous_response_id`` continues that conversation.
 
     with FakeOpenAIServer() as server:
         server.add_script("fake-model", [Reply(tool_calls=[("get_time", {})]), Reply(text="It is noon.")])
@@ -56,8 +64,13 @@ class Reply:
     fail_code: str | None = None  # error ``code``; derived from the status when None
     fail_message: str | None = None
     retry_after_s: float | None = 0.01  # sent as ``retry-after-ms`` with failures; keeps SDK retries fast
-    error_mid_stream: bool = False  # some content, then ``data: {"error": …}``
+    retry_after: str | None = None  # sent verbatim as ``retry-after`` with failures (seconds or HTTP date)
+    error_mid_stream: bool = False  # some content, then an error event (``fail_code``/``fail_message``)
+    error_event: Literal["error", "response.failed"] = "error"  # Responses: which event reports it
     drop_mid_stream: bool = False  # some content, then the connection is cut
+    malformed_mid_stream: bool = False  # some content, then an event whose data is not JSON
+    stall_s: float = 0.0  # some content, then nothing for this long, then the rest
+    byte_chunk_size: int | None = None  # write the stream in pieces of this many bytes (splits anywhere)
     tool_call_style: Literal["openai", "ollama"] = "openai"  # ollama: every call whole, all at index 0
 
     def resolved_finish_reason(self) -> str:
@@ -267,6 +280,8 @@ class _Turn:
     def completion(self) -> dict[str, Any]:
         """The non-streaming ``chat.completion`` object (§1)."""
         message: dict[str, Any] = {"role": "assistant", "content": self.reply.text or None, "refusal": None}
+        if self.reply.reasoning:
+            message["reasoning"] = self.reply.reasoning  # the non-standard field, as in streamed deltas
         if self.calls:
             message["tool_calls"] = [
                 {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
@@ -341,6 +356,281 @@ class _Turn:
 
 
 # --------------------------------------------------------------------------
+# Responses API (PROVIDERS.md §3)
+# --------------------------------------------------------------------------
+
+
+def input_items(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Responses request's ``input`` as a list of items (a string is one user message)."""
+    raw = body.get("input")
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        return [{"role": "user", "content": raw}]
+    return [item for item in raw if isinstance(item, dict)]
+
+
+def responses_pairing_error(history: list[dict[str, Any]]) -> str | None:
+    """OpenAI's 400 for outputs that answer no call, or calls left unanswered."""
+    calls: list[str] = []
+    answered: set[str] = set()
+    for item in history:
+        if item.get("type") == "function_call":
+            calls.append(str(item.get("call_id")))
+        elif item.get("type") == "function_call_output":
+            call_id = str(item.get("call_id"))
+            if call_id not in calls:
+                return f"No tool call found for function call output with call_id {call_id}."
+            answered.add(call_id)
+    for call_id in calls:
+        if call_id not in answered:
+            return f"No tool output found for function call {call_id}."
+    return None
+
+
+def chat_view(body: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Chat Completions body equivalent to a Responses request whose whole
+    conversation is ``history``: what scripts and ``round_of`` read."""
+    messages: list[dict[str, Any]] = []
+    if body.get("instructions"):
+        messages.append({"role": "system", "content": body["instructions"]})
+    for item in history:
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            call = {
+                "id": item.get("call_id"),
+                "type": "function",
+                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+            }
+            if messages and messages[-1]["role"] == "assistant":
+                messages[-1].setdefault("tool_calls", []).append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            output = item.get("output")
+            messages.append(
+                {"role": "tool", "tool_call_id": item.get("call_id"), "content": content_text(output)}
+            )
+        elif kind == "message":
+            role = "system" if item.get("role") == "developer" else item.get("role")
+            messages.append({"role": role, "content": content_text(item.get("content"))})
+        # reasoning items and item references carry nothing a script reads
+    return {
+        "model": body.get("model"),
+        "messages": messages,
+        "tools": body.get("tools") or [],
+        "stream": bool(body.get("stream")),
+    }
+
+
+def _unknown_previous_response(response_id: str) -> dict[str, Any]:
+    body = error_body(400, code="previous_response_not_found")
+    body["error"].update(
+        message=f"Previous response with id '{response_id}' not found.", param="previous_response_id"
+    )
+    return body
+
+
+@dataclass(frozen=True)
+class _ResponseTurn:
+    """A reply made concrete as one Responses API response."""
+
+    reply: Reply
+    body: dict[str, Any]
+    response_id: str
+    created_at: int
+    output: list[dict[str, Any]]
+    usage: dict[str, Any]
+
+    @classmethod
+    def build(cls, reply: Reply, body: dict[str, Any], view: dict[str, Any]) -> _ResponseTurn:
+        output: list[dict[str, Any]] = []
+        if reply.reasoning:
+            item: dict[str, Any] = {
+                "type": "reasoning",
+                "id": f"rs_{uuid.uuid4().hex[:24]}",
+                "summary": [{"type": "summary_text", "text": reply.reasoning}],
+            }
+            if "reasoning.encrypted_content" in (body.get("include") or []):
+                item["encrypted_content"] = f"enc_{uuid.uuid4().hex}"
+            output.append(item)
+        if reply.text:
+            output.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{uuid.uuid4().hex[:24]}",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [
+                        {"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}
+                    ],
+                }
+            )
+        for name, args in reply.tool_calls:
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{uuid.uuid4().hex[:24]}",
+                    "call_id": f"call_{uuid.uuid4().hex[:24]}",
+                    "name": name,
+                    "arguments": _arguments_text(args),
+                    "status": "completed",
+                }
+            )
+        return cls(
+            reply=reply,
+            body=body,
+            response_id=f"resp_{uuid.uuid4().hex[:24]}",
+            created_at=int(time.time()),
+            output=output,
+            usage=reply.usage if reply.usage is not None else cls._usage(reply, view, output),
+        )
+
+    @staticmethod
+    def _usage(reply: Reply, view: dict[str, Any], output: list[dict[str, Any]]) -> dict[str, Any]:
+        prompt = sum(_rough_tokens(content_text(m.get("content"))) + 4 for m in view["messages"])
+        reasoning = _rough_tokens(reply.reasoning)
+        completion = _rough_tokens(reply.text) + reasoning
+        completion += sum(
+            _rough_tokens(item["name"] + item["arguments"])
+            for item in output
+            if item["type"] == "function_call"
+        )
+        return {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": prompt + completion,
+        }
+
+    @property
+    def incomplete_reason(self) -> str | None:
+        return {"length": "max_output_tokens", "content_filter": "content_filter"}.get(
+            self.reply.resolved_finish_reason()
+        )
+
+    def response(
+        self, status: str | None = None, *, output: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """The ``response`` object; final (with usage) unless ``status`` says otherwise."""
+        final = status is None
+        if final:
+            status = "incomplete" if self.incomplete_reason else "completed"
+        body = self.body
+        reasoning = body.get("reasoning") or {}
+        return {
+            "id": self.response_id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "error": None,
+            "incomplete_details": {"reason": self.incomplete_reason} if status == "incomplete" else None,
+            "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "model": str(body.get("model")),
+            "output": (self.output if final else []) if output is None else output,
+            "parallel_tool_calls": True,
+            "previous_response_id": body.get("previous_response_id"),
+            "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
+            "store": body.get("store", True) is not False,
+            "temperature": body.get("temperature", 1.0),
+            "text": {
+                "format": {"type": "text"},
+                "verbosity": (body.get("text") or {}).get("verbosity", "medium"),
+            },
+            "tool_choice": body.get("tool_choice", "auto"),
+            "tools": body.get("tools") or [],
+            "top_p": 1.0,
+            "truncation": "disabled",
+            "usage": self.usage if final else None,
+            "metadata": {},
+        }
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every event of the stream in order, the terminal one last (no ``sequence_number`` yet)."""
+        events: list[dict[str, Any]] = [
+            {"type": "response.created", "response": self.response("in_progress")},
+            {"type": "response.in_progress", "response": self.response("in_progress")},
+        ]
+        for index, item in enumerate(self.output):
+            events.extend(self._item_events(index, item))
+        terminal = "response.incomplete" if self.incomplete_reason else "response.completed"
+        events.append({"type": terminal, "response": self.response()})
+        return events
+
+    def failure_event(self) -> dict[str, Any]:
+        code = self.reply.fail_code or "server_error"
+        message = self.reply.fail_message or "The server had an error while processing your request."
+        if self.reply.error_event == "response.failed":
+            response = self.response("failed", output=[])
+            response["error"] = {"code": code, "message": message}
+            return {"type": "response.failed", "response": response}
+        return {"type": "error", "code": code, "message": message, "param": None}
+
+    def _item_events(self, index: int, item: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        where = {"output_index": index, "item_id": item["id"]}
+        if item["type"] == "reasoning":
+            yield {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": {**item, "summary": []},
+            }
+            text = item["summary"][0]["text"]
+            part = {"type": "summary_text", "text": ""}
+            yield {"type": "response.reasoning_summary_part.added", **where, "summary_index": 0, "part": part}
+            for piece in _word_pieces(text):
+                yield {
+                    "type": "response.reasoning_summary_text.delta",
+                    **where,
+                    "summary_index": 0,
+                    "delta": piece,
+                }
+            yield {"type": "response.reasoning_summary_text.done", **where, "summary_index": 0, "text": text}
+            part = {"type": "summary_text", "text": text}
+            yield {"type": "response.reasoning_summary_part.done", **where, "summary_index": 0, "part": part}
+        elif item["type"] == "message":
+            opening = {**item, "status": "in_progress", "content": []}
+            yield {"type": "response.output_item.added", "output_index": index, "item": opening}
+            text = item["content"][0]["text"]
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            yield {"type": "response.content_part.added", **where, "content_index": 0, "part": part}
+            for piece in _word_pieces(text):
+                yield {
+                    "type": "response.output_text.delta",
+                    **where,
+                    "content_index": 0,
+                    "delta": piece,
+                    "logprobs": [],
+                }
+            yield {
+                "type": "response.output_text.done",
+                **where,
+                "content_index": 0,
+                "text": text,
+                "logprobs": [],
+            }
+            yield {
+                "type": "response.content_part.done",
+                **where,
+                "content_index": 0,
+                "part": item["content"][0],
+            }
+        else:
+            opening = {**item, "arguments": "", "status": "in_progress"}
+            yield {"type": "response.output_item.added", "output_index": index, "item": opening}
+            for piece in _awkward_pieces(item["arguments"]):
+                yield {"type": "response.function_call_arguments.delta", **where, "delta": piece}
+            yield {
+                "type": "response.function_call_arguments.done",
+                **where,
+                "name": item["name"],
+                "arguments": item["arguments"],
+            }
+        yield {"type": "response.output_item.done", "output_index": index, "item": item}
+
+
+# --------------------------------------------------------------------------
 # The server
 # --------------------------------------------------------------------------
 
@@ -365,7 +655,9 @@ class FakeOpenAIServer:
         self._scripts: dict[str, Script] = {}
         self._failures: dict[tuple[str, int], int] = {}
         self._requests: list[dict[str, Any]] = []
+        self._stored: dict[str, list[dict[str, Any]]] = {}  # Responses: response id -> conversation items
         self._disconnects = 0
+        self._mid_character_splits = 0
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -419,11 +711,13 @@ class FakeOpenAIServer:
             self._scripts.clear()
             self._failures.clear()
             self._requests.clear()
+            self._stored.clear()
             self._disconnects = 0
+            self._mid_character_splits = 0
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Every chat request body received (a copy), oldest first."""
+        """Every request body received on either endpoint (a copy), oldest first."""
         with self._lock:
             return copy.deepcopy(self._requests)
 
@@ -435,6 +729,18 @@ class FakeOpenAIServer:
         """Streams the client abandoned before the end (cancellation)."""
         with self._lock:
             return self._disconnects
+
+    @property
+    def mid_character_splits(self) -> int:
+        """How often a ``byte_chunk_size`` stream was cut inside a UTF-8 character."""
+        with self._lock:
+            return self._mid_character_splits
+
+    def stored_conversation(self, response_id: str) -> list[dict[str, Any]] | None:
+        """Responses: the input and output items stored for ``response_id``."""
+        with self._lock:
+            items = self._stored.get(response_id)
+            return copy.deepcopy(items) if items is not None else None
 
     @property
     def models(self) -> list[str]:
@@ -450,6 +756,14 @@ class FakeOpenAIServer:
     def _note_disconnect(self) -> None:
         with self._lock:
             self._disconnects += 1
+
+    def _note_mid_character_split(self) -> None:
+        with self._lock:
+            self._mid_character_splits += 1
+
+    def _store(self, response_id: str, items: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._stored[response_id] = copy.deepcopy(items)
 
     def _reply_for(self, body: dict[str, Any]) -> Reply | None:
         """The scripted reply, or ``None`` for an unknown model."""
@@ -480,6 +794,28 @@ class FakeOpenAIServer:
                 return False
             self._failures[key] = served + 1
             return True
+
+
+def _data_event(payload: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+
+
+def _named_events(payloads: list[dict[str, Any]], *, first_sequence: int = 0) -> list[bytes]:
+    """Responses framing: ``event: <type>`` then ``data:`` with the same ``type``."""
+    events = []
+    for sequence, payload in enumerate(payloads, start=first_sequence):
+        data = json.dumps({**payload, "sequence_number": sequence}, ensure_ascii=False)
+        events.append(f"event: {payload['type']}\ndata: {data}\n\n".encode())
+    return events
+
+
+def _middle_of_text(payloads: list[dict[str, Any]]) -> int:
+    """Where a broken stream breaks: after half of the text deltas (at least
+    one), or halfway through when there is no text."""
+    text_positions = [i for i, p in enumerate(payloads) if p["type"] == "response.output_text.delta"]
+    if text_positions:
+        return text_positions[max(0, len(text_positions) // 2 - 1)] + 1
+    return max(1, (len(payloads) - 1) // 2)
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -522,7 +858,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        route = self.path.rstrip("/")
+        if route not in ("/v1/chat/completions", "/v1/responses"):
             self._send_unknown_url()
             return
         try:
@@ -534,13 +871,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, error_body(400, message="The request body must be a JSON object."))
             return
         self.fake._record(body)
-        self._answer_chat(body)
-
-    def _answer_chat(self, body: dict[str, Any]) -> None:
         expected_key = self.fake.api_key
         if expected_key is not None and self.headers.get("Authorization") != f"Bearer {expected_key}":
             self._send_json(401, error_body(401))
             return
+        if route == "/v1/responses":
+            self._answer_responses(body)
+        else:
+            self._answer_chat(body)
+
+    def _answer_chat(self, body: dict[str, Any]) -> None:
         pairing_error = tool_pairing_error(body.get("messages") or [])
         if pairing_error:
             self._send_json(400, error_body(400, message=pairing_error))
@@ -562,6 +902,40 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_json(200, turn.completion())
 
+    def _answer_responses(self, body: dict[str, Any]) -> None:
+        history: list[dict[str, Any]] = []
+        previous = body.get("previous_response_id")
+        if previous:
+            stored = self.fake.stored_conversation(str(previous))
+            if stored is None:
+                self._send_json(400, _unknown_previous_response(str(previous)))
+                return
+            history = stored
+        history += input_items(body)
+        pairing_error = responses_pairing_error(history)
+        if pairing_error:
+            self._send_json(400, error_body(400, message=pairing_error))
+            return
+        view = chat_view(body, history)
+        reply = self.fake._reply_for(view)
+        if reply is None:
+            model = body.get("model")
+            self._send_json(404, error_body(404, message=f"The model `{model}` does not exist"))
+            return
+        if reply.delay_s:
+            time.sleep(reply.delay_s)
+        if self.fake._should_fail(reply, view):
+            self._send_failure(reply)
+            return
+        turn = _ResponseTurn.build(reply, body, view)
+        store = body.get("store", True) is not False
+        if not body.get("stream"):
+            if store:
+                self.fake._store(turn.response_id, history + turn.output)
+            self._send_json(200, turn.response())
+            return
+        self._stream_response(turn, stored_history=history + turn.output if store else None)
+
     # -- responses -----------------------------------------------------------
 
     def _send_unknown_url(self) -> None:
@@ -573,6 +947,8 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {}
         if reply.retry_after_s is not None:
             headers["retry-after-ms"] = str(int(reply.retry_after_s * 1000))
+        if reply.retry_after is not None:
+            headers["retry-after"] = reply.retry_after
         self._send_json(status, error_body(status, code=reply.fail_code, message=reply.fail_message), headers)
 
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
@@ -586,40 +962,96 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _stream(self, turn: _Turn, *, include_usage: bool) -> None:
+    def _start_event_stream(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("x-request-id", f"req_{uuid.uuid4().hex[:16]}")
         self.end_headers()
+
+    def _stream(self, turn: _Turn, *, include_usage: bool) -> None:
+        """Chat: ``data:`` events ending with ``data: [DONE]``."""
+        self._start_event_stream()
         reply = turn.reply
         try:
-            if reply.error_mid_stream or reply.drop_mid_stream:
-                self._send_events(turn.partial_chunks(), reply.chunk_delay_s)
+            if reply.error_mid_stream or reply.drop_mid_stream or reply.malformed_mid_stream:
+                self._send_events([_data_event(c) for c in turn.partial_chunks()], reply)
+                if reply.malformed_mid_stream:
+                    self._send_events([b'data: {"id": "chatcmpl-broken", "choices": [\n\n'], reply)
+                    self.close_connection = True
+                    self._write_http_chunk(b"")
+                    return
                 if reply.drop_mid_stream:
                     self.close_connection = True
                     return  # no terminating chunk: the client sees a broken body
-                self._send_event(error_body(500))
+                failure = error_body(500, code=reply.fail_code, message=reply.fail_message)
+                self._send_events([_data_event(failure)], reply)
             else:
-                self._send_events(turn.chunks(include_usage=include_usage), reply.chunk_delay_s)
-                self._send_raw_event("[DONE]")
+                events = [_data_event(c) for c in turn.chunks(include_usage=include_usage)]
+                events.append(b"data: [DONE]\n\n")
+                self._send_with_stall(events, len(events) // 2, reply)
             self._write_http_chunk(b"")
         except _ClientGone:
             self.fake._note_disconnect()
             self.close_connection = True
 
-    def _send_events(self, payloads: Iterator[dict[str, Any]], delay_s: float) -> None:
-        for position, payload in enumerate(payloads):
-            if delay_s and position:
-                time.sleep(delay_s)
-            self._send_event(payload)
+    def _stream_response(self, turn: _ResponseTurn, *, stored_history: list[dict[str, Any]] | None) -> None:
+        """Responses: ``event:`` + ``data:`` pairs with rising ``sequence_number``,
+        ending with the terminal event (no ``[DONE]``)."""
+        self._start_event_stream()
+        reply = turn.reply
+        payloads = turn.events()
+        cut = _middle_of_text(payloads)
+        try:
+            if reply.error_mid_stream or reply.drop_mid_stream or reply.malformed_mid_stream:
+                self._send_events(_named_events(payloads[:cut]), reply)
+                if reply.malformed_mid_stream:
+                    self._send_events([b'event: response.output_text.delta\ndata: {"type": "resp\n\n'], reply)
+                    self.close_connection = True
+                    self._write_http_chunk(b"")
+                    return
+                if reply.drop_mid_stream:
+                    self.close_connection = True
+                    return
+                self._send_events(_named_events([turn.failure_event()], first_sequence=cut), reply)
+            else:
+                if stored_history is not None:
+                    self.fake._store(turn.response_id, stored_history)
+                self._send_with_stall(_named_events(payloads), cut, reply)
+            self._write_http_chunk(b"")
+        except _ClientGone:
+            self.fake._note_disconnect()
+            self.close_connection = True
 
-    def _send_event(self, payload: dict[str, Any]) -> None:
-        self._send_raw_event(json.dumps(payload))
+    def _send_with_stall(self, events: list[bytes], cut: int, reply: Reply) -> None:
+        """All ``events``; with ``stall_s``, silence for that long after ``events[:cut]``."""
+        if not reply.stall_s:
+            self._send_events(events, reply)
+            return
+        self._send_events(events[:cut], reply)
+        time.sleep(reply.stall_s)
+        self._send_events(events[cut:], reply)
 
-    def _send_raw_event(self, data: str) -> None:
-        self._write_http_chunk(f"data: {data}\n\n".encode())
+    def _send_events(self, events: list[bytes], reply: Reply) -> None:
+        """Each event as one HTTP chunk, or with ``byte_chunk_size`` the bytes
+        cut into pieces of that size wherever they fall (inside a JSON key,
+        an escape, a multi-byte character)."""
+        size = reply.byte_chunk_size
+        if not size:
+            for position, event in enumerate(events):
+                if reply.chunk_delay_s and position:
+                    time.sleep(reply.chunk_delay_s)
+                self._write_http_chunk(event)
+            return
+        data = b"".join(events)
+        for position in range(0, len(data), size):
+            if reply.chunk_delay_s and position:
+                time.sleep(reply.chunk_delay_s)
+            end = position + size
+            if end < len(data) and data[end] & 0xC0 == 0x80:  # the next piece starts mid-character
+                self.fake._note_mid_character_split()
+            self._write_http_chunk(data[position:end])
 
     def _write_http_chunk(self, data: bytes) -> None:
         """One HTTP/1.1 chunk; an empty ``data`` is the terminating chunk."""

@@ -4,6 +4,7 @@ scripting rules (rounds, failures, routing) hold."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -146,9 +147,13 @@ def test_a_new_user_message_starts_again_at_round_zero(
     server.add_script(MODEL, tool_then_answer("get_time", {}, "It is noon."))
     history = [
         user("time?"),
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_x", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_x", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_x", "content": "12:00"},
         {"role": "assistant", "content": "It is noon."},
         user("and now?"),
@@ -214,9 +219,13 @@ def test_unanswered_tool_call_is_rejected_like_openai(
     server.add_script(MODEL, [Reply(text="ok")] * 2)
     history = [
         user("time?"),
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_x", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_x", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}
+            ],
+        },
     ]
 
     with pytest.raises(openai.BadRequestError) as caught:
@@ -271,3 +280,176 @@ def test_reset_clears_scripts_and_records(server: FakeOpenAIServer, client: open
     assert server.requests == [] and server.models == []
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model=MODEL, messages=[user("hi")])
+
+
+# -- knobs shared by both endpoints -------------------------------------------------
+
+
+def test_retry_after_header_knob(server: FakeOpenAIServer, client: openai.OpenAI) -> None:
+    server.add_script(MODEL, [Reply(text="x", fail_status=429, retry_after_s=None, retry_after="3")])
+
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(model=MODEL, messages=[user("hi")])
+
+    headers = caught.value.response.headers
+    assert headers["retry-after"] == "3" and "retry-after-ms" not in headers
+
+
+def test_stall_pauses_the_stream_then_finishes(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="one two three four", stall_s=0.4)])
+    body = {"model": MODEL, "messages": [user("t")], "stream": True}
+    arrivals: list[float] = []
+
+    with httpx.stream("POST", f"{server.base_url}/chat/completions", json=body) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                arrivals.append(time.monotonic())
+                last = line
+
+    gaps = [later - earlier for earlier, later in zip(arrivals, arrivals[1:])]
+    assert max(gaps) >= 0.35
+    assert last == "data: [DONE]"
+
+
+def test_byte_chunk_size_splits_inside_characters(server: FakeOpenAIServer, client: openai.OpenAI) -> None:
+    text = "Zürich 東京 🌍"
+    server.add_script(MODEL, [Reply(text=text, byte_chunk_size=2)])
+
+    chunks = list(client.chat.completions.create(model=MODEL, messages=[user("t")], stream=True))
+
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == text
+    assert server.mid_character_splits > 0
+
+
+# -- Responses API ------------------------------------------------------------------
+
+FLAT_TOOLS = [
+    {
+        "type": "function",
+        "name": "get_time",
+        "parameters": {"type": "object", "properties": {}},
+        "strict": False,
+    }
+]
+
+
+def test_responses_stream_wire_format(server: FakeOpenAIServer) -> None:
+    reply = Reply(text="Checking.", reasoning="Hmm.", tool_calls=[("get_time", {"tz": "UTC"})])
+    server.add_script(MODEL, [reply])
+    body = {"model": MODEL, "input": "time?", "tools": FLAT_TOOLS, "stream": True}
+
+    with httpx.stream("POST", f"{server.base_url}/responses", json=body) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in response.iter_lines() if line]
+
+    names = [line.removeprefix("event: ") for line in lines[0::2]]
+    payloads = [json.loads(line.removeprefix("data: ")) for line in lines[1::2]]
+    assert all(line.startswith("event: ") for line in lines[0::2])
+    assert all(line.startswith("data: ") for line in lines[1::2])
+    assert [p["type"] for p in payloads] == names
+    assert [p["sequence_number"] for p in payloads] == list(range(len(payloads)))
+    assert names[:2] == ["response.created", "response.in_progress"]
+    assert names[-1] == "response.completed" and "[DONE]" not in lines[-1]
+    added = [p["item"] for p in payloads if p["type"] == "response.output_item.added"]
+    assert [item["type"] for item in added] == ["reasoning", "message", "function_call"]
+    call = added[2]
+    assert call["call_id"].startswith("call_") and call["id"].startswith("fc_") and call["arguments"] == ""
+    deltas = [p for p in payloads if p["type"] == "response.function_call_arguments.delta"]
+    assert len(deltas) > 1 and all("call_id" not in d and d["item_id"] == call["id"] for d in deltas)
+    assert json.loads("".join(d["delta"] for d in deltas)) == {"tz": "UTC"}
+    final = payloads[-1]["response"]
+    assert final["status"] == "completed" and final["usage"]["total_tokens"] > 0
+    assert [item["type"] for item in final["output"]] == ["reasoning", "message", "function_call"]
+
+
+def test_sdk_stream_helper_accepts_the_responses_stream(
+    server: FakeOpenAIServer, client: openai.OpenAI
+) -> None:
+    calls = [("get_time", {}), ("get_time", {"tz": "CET"})]
+    server.add_script(MODEL, [Reply(text="Hi there.", tool_calls=calls)])
+
+    with client.responses.stream(model=MODEL, input="hi", tools=FLAT_TOOLS) as stream:
+        final = stream.get_final_response()
+
+    assert final.output_text == "Hi there."
+    calls = [item for item in final.output if item.type == "function_call"]
+    assert [json.loads(c.arguments) for c in calls] == [{}, {"tz": "CET"}]
+
+
+def test_responses_conversation_continues_from_a_stored_response(
+    server: FakeOpenAIServer, client: openai.OpenAI
+) -> None:
+    server.add_script(MODEL, tool_then_answer("get_time", {}, "It is noon."))
+    first = client.responses.create(model=MODEL, input="time?", tools=FLAT_TOOLS)
+    call = next(item for item in first.output if item.type == "function_call")
+    outputs = [{"type": "function_call_output", "call_id": call.call_id, "output": "12:00"}]
+
+    second = client.responses.create(
+        model=MODEL, input=outputs, previous_response_id=first.id, tools=FLAT_TOOLS
+    )
+
+    assert second.output_text == "It is noon."
+    stored = server.stored_conversation(second.id)
+    assert stored is not None
+    assert [item.get("type", "message") for item in stored] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+
+
+def test_responses_rounds_count_tool_turns_not_calls(server: FakeOpenAIServer, client: openai.OpenAI) -> None:
+    both = Reply(tool_calls=[("get_time", {}), ("get_time", {})])
+    server.add_script(MODEL, [both, Reply(text="Both done.")])
+    history = [
+        {"role": "user", "content": "times?"},
+        {"type": "function_call", "call_id": "call_1", "name": "get_time", "arguments": "{}"},
+        {"type": "function_call", "call_id": "call_2", "name": "get_time", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "12:00"},
+        {"type": "function_call_output", "call_id": "call_2", "output": "13:00"},
+    ]
+
+    response = client.responses.create(model=MODEL, input=history)
+
+    assert response.output_text == "Both done."
+
+
+def test_responses_unknown_previous_response_and_unpaired_outputs(
+    server: FakeOpenAIServer, client: openai.OpenAI
+) -> None:
+    server.add_script(MODEL, echo_user())
+
+    with pytest.raises(openai.BadRequestError) as unknown:
+        client.responses.create(model=MODEL, input="hi", previous_response_id="resp_missing")
+    with pytest.raises(openai.BadRequestError) as unpaired:
+        client.responses.create(
+            model=MODEL, input=[{"type": "function_call_output", "call_id": "call_x", "output": "1"}]
+        )
+
+    assert unknown.value.code == "previous_response_not_found"
+    assert "call_x" in unpaired.value.message
+
+
+def test_responses_store_false_is_not_kept(server: FakeOpenAIServer, client: openai.OpenAI) -> None:
+    server.add_script(MODEL, echo_user())
+
+    response = client.responses.create(model=MODEL, input="hi", store=False)
+
+    assert response.output_text == "You said: hi"
+    assert server.stored_conversation(response.id) is None
+
+
+def test_responses_error_event_and_incomplete(server: FakeOpenAIServer, client: openai.OpenAI) -> None:
+    server.add_script(
+        MODEL,
+        lambda body: Reply(text="Words before the end.", error_mid_stream=True)
+        if "fail" in body["messages"][-1]["content"]
+        else Reply(text="Cut", finish_reason="length"),
+    )
+
+    failing = [event.type for event in client.responses.create(model=MODEL, input="fail", stream=True)]
+    cut = client.responses.create(model=MODEL, input="cut")
+
+    assert "response.output_text.delta" in failing and failing[-1] == "error"
+    assert (cut.status, cut.incomplete_details.reason) == ("incomplete", "max_output_tokens")

@@ -11,6 +11,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from orchestration.providers.base import (
     ChatMessage,
+    ErrorKind,
     ProviderError,
     ReasoningDelta,
     StreamItem,
@@ -55,12 +56,15 @@ def provider(
     )
 
 
-def ask(text: str = "Hello", *, tools: list[dict] | None = None, options: dict | None = None) -> TurnRequest:
+def ask(
+    text: str = "Hello", *, tools: list[dict] | None = None, options: dict | None = None, stream: bool = True
+) -> TurnRequest:
     return TurnRequest(
         model=MODEL,
         messages=[ChatMessage(role="system", content="Be brief."), ChatMessage(role="user", content=text)],
         tools=tools or [],
         options=options or {},
+        stream=stream,
     )
 
 
@@ -392,3 +396,213 @@ def test_stream_without_finish_reason_is_an_incomplete_turn() -> None:
         state.result(where="http://x/v1")
 
     assert caught.value.retryable is True
+
+
+# -- error kinds, timeouts and non-streaming (the standard adapter interface) ------
+
+
+def test_sdk_retries_are_off_by_default(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="never", fail_status=503, fail_times=99)])
+    adapter = OpenAICompatibleProvider(base_url=server.base_url, api_key="sk-test")
+
+    with pytest.raises(ProviderError) as caught:
+        list(adapter.stream_turn(ask()))
+
+    assert (caught.value.kind, caught.value.retryable) == (ErrorKind.SERVER, True)
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "kind", "retryable"),
+    [
+        (400, None, ErrorKind.BAD_REQUEST, False),
+        (403, None, ErrorKind.PERMISSION, False),
+        (404, None, ErrorKind.NOT_FOUND, False),
+        (422, None, ErrorKind.BAD_REQUEST, False),
+        (429, None, ErrorKind.RATE_LIMIT, True),
+        (429, "insufficient_quota", ErrorKind.QUOTA, False),
+        (500, None, ErrorKind.SERVER, True),
+        (503, "overloaded", ErrorKind.OVERLOADED, True),
+        (529, None, ErrorKind.OVERLOADED, True),
+    ],
+)
+def test_http_errors_map_to_kinds(
+    server: FakeOpenAIServer, status: int, code: str | None, kind: ErrorKind, retryable: bool
+) -> None:
+    server.add_script(MODEL, [Reply(text="no", fail_status=status, fail_code=code, fail_times=99)])
+
+    with pytest.raises(ProviderError) as caught:
+        list(provider(server).stream_turn(ask()))
+
+    error = caught.value
+    assert (error.kind, error.retryable, error.status_code) == (kind, retryable, status)
+    assert error.retry_after_s == pytest.approx(0.01)  # the fake's retry-after-ms: 10
+    assert len(server.requests) == 1
+
+
+def test_bad_api_key_kind_and_hint(server: FakeOpenAIServer) -> None:
+    with pytest.raises(ProviderError) as caught:
+        list(provider(server, api_key="sk-wrong").stream_turn(ask()))
+
+    assert caught.value.kind == ErrorKind.AUTHENTICATION
+    assert "OPENAI_API_KEY" in caught.value.message
+    assert len(server.requests) == 1
+
+
+def test_retry_after_header_in_seconds(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="later", fail_status=429, retry_after_s=None, retry_after="2.5")])
+
+    with pytest.raises(ProviderError) as caught:
+        list(provider(server).stream_turn(ask(stream=False)))
+
+    assert (caught.value.kind, caught.value.retry_after_s) == (ErrorKind.RATE_LIMIT, 2.5)
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "retryable"),
+    [(None, ErrorKind.SERVER, True), ("context_length_exceeded", ErrorKind.BAD_REQUEST, False)],
+)
+def test_error_event_mid_stream_kinds(
+    server: FakeOpenAIServer, code: str | None, kind: ErrorKind, retryable: bool
+) -> None:
+    server.add_script(MODEL, [Reply(text="Some words first.", error_mid_stream=True, fail_code=code)])
+
+    with pytest.raises(ProviderError) as caught:
+        list(provider(server).stream_turn(ask()))
+
+    assert (caught.value.kind, caught.value.retryable) == (kind, retryable)
+
+
+def test_dropped_connection_is_a_connection_error(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="This answer is cut off halfway through.", drop_mid_stream=True)])
+
+    with pytest.raises(ProviderError) as caught:
+        list(provider(server).stream_turn(ask()))
+
+    assert caught.value.kind == ErrorKind.CONNECTION
+
+
+def test_malformed_chunk_is_a_protocol_error(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="Some words before garbage.", malformed_mid_stream=True)])
+
+    with pytest.raises(ProviderError) as caught:
+        list(provider(server).stream_turn(ask()))
+
+    assert (caught.value.kind, caught.value.retryable) == (ErrorKind.PROTOCOL, True)
+
+
+def test_unreachable_server_is_a_connection_error() -> None:
+    with FakeOpenAIServer() as doomed:
+        base_url = doomed.base_url
+    adapter = OpenAICompatibleProvider(base_url=base_url, api_key="k", connect_timeout_s=1)
+
+    with pytest.raises(ProviderError) as caught:
+        list(adapter.stream_turn(ask()))
+
+    assert caught.value.kind == ErrorKind.CONNECTION
+
+
+def test_stall_longer_than_the_idle_timeout_is_stalled(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="A stream that stops for a while.", stall_s=1.5)])
+    adapter = OpenAICompatibleProvider(base_url=server.base_url, api_key="sk-test", idle_timeout_s=0.3)
+    received: list[StreamItem] = []
+
+    with pytest.raises(ProviderError) as caught:
+        for item in adapter.stream_turn(ask()):
+            received.append(item)
+
+    assert texts(received)
+    assert (caught.value.kind, caught.value.retryable) == (ErrorKind.STALLED, True)
+    deadline = time.monotonic() + 10
+    while server.disconnects == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.disconnects == 1
+
+
+def test_short_stall_within_the_idle_timeout_is_fine(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, [Reply(text="A stream with a short pause.", stall_s=0.2)])
+    adapter = OpenAICompatibleProvider(base_url=server.base_url, api_key="sk-test", idle_timeout_s=5)
+
+    _, result = collect(adapter.stream_turn(ask()))
+
+    assert result.text == "A stream with a short pause."
+
+
+def test_non_streaming_two_round_conversation(server: FakeOpenAIServer) -> None:
+    server.add_script(
+        MODEL,
+        [
+            Reply(
+                text="Looking.",
+                reasoning="Two tools.",
+                tool_calls=[("get_weather", {"city": "Oslo"}), ("get_time", {})],
+            ),
+            Reply(text="Snow, and noon."),
+        ],
+    )
+    adapter = provider(server)
+    first_request = ask("Weather and time in Oslo?", tools=TOOLS, stream=False)
+
+    deltas, first = collect(adapter.stream_turn(first_request))
+
+    assert deltas == [ReasoningDelta("Two tools."), TextDelta("Looking.")]
+    assert first.finish_reason == "tool_calls"
+    assert [(c.name, json.loads(c.arguments)) for c in first.tool_calls] == [
+        ("get_weather", {"city": "Oslo"}),
+        ("get_time", {}),
+    ]
+    assert first.usage["total_tokens"] > 0 and first.response_id
+    assert server.requests[-1]["stream"] is False and "stream_options" not in server.requests[-1]
+    follow_up = TurnRequest(
+        model=MODEL,
+        messages=[
+            *first_request.messages,
+            ChatMessage(role="assistant", content=first.text, tool_calls=tuple(first.tool_calls)),
+            *(
+                ChatMessage(role="tool", content=f"out {i}", tool_call_id=c.id, name=c.name)
+                for i, c in enumerate(first.tool_calls)
+            ),
+        ],
+        tools=TOOLS,
+        stream=False,
+    )
+
+    deltas, second = collect(adapter.stream_turn(follow_up))
+
+    assert deltas == [TextDelta("Snow, and noon.")]
+    assert (second.text, second.finish_reason) == ("Snow, and noon.", "stop")
+    sent = server.requests[-1]["messages"]
+    assert sent[2:] == [
+        {
+            "role": "assistant",
+            "content": "Looking.",
+            "tool_calls": [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in first.tool_calls
+            ],
+        },
+        {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "out 0"},
+        {"role": "tool", "tool_call_id": first.tool_calls[1].id, "content": "out 1"},
+    ]
+
+
+def test_hostile_byte_splits_assemble_exactly(server: FakeOpenAIServer) -> None:
+    text = 'Grüße aus Zürich — 東京 und 🌍🌧 mit "Zitaten" und \\Backslashes\\.'
+    arguments = {"city": 'São "Paulo" \\ 🌆', "nested": {"ключ": ["значение", 1.5, None]}}
+    reply = Reply(text=text, tool_calls=[("get_weather", arguments)], byte_chunk_size=3, chunk_delay_s=0.0005)
+    server.add_script(MODEL, [reply])
+
+    deltas, result = collect(provider(server).stream_turn(ask(tools=TOOLS)))
+
+    assert "".join(texts(deltas)) == result.text == text
+    assert json.loads(result.tool_calls[0].arguments) == arguments
+    assert server.mid_character_splits > 0
+
+
+def test_verbosity_passes_through(server: FakeOpenAIServer) -> None:
+    server.add_script(MODEL, text_reply("ok"))
+
+    collect(provider(server).stream_turn(ask(options={"verbosity": "low", "reasoning_effort": "minimal"})))
+
+    body = server.requests[-1]
+    assert (body["verbosity"], body["reasoning_effort"]) == ("low", "minimal")
