@@ -13,6 +13,8 @@ class ErrorCode(StrEnum):
     UNKNOWN_MODEL = "unknown_model"
     NOT_FOUND = "not_found"
     CONFLICT = "conflict"
+    RUN_ACTIVE = "run_active"
+    TOO_MANY_ACTIVE_RUNS = "too_many_active_runs"
 
 
 class ChatForgeError(Exception):
@@ -36,3 +38,15 @@ class UnknownTool(ChatForgeError):
 class RunNotActive(ChatForgeError):
     code = ErrorCode.CONFLICT
     status_code = 409
+
+
+class RunActive(ChatForgeError):
+    """Double-texting with on_active=reject: the conversation is busy."""
+
+    code = ErrorCode.RUN_ACTIVE
+    status_code = 409
+
+
+class TooManyActiveRuns(ChatForgeError):
+    code = ErrorCode.TOO_MANY_ACTIVE_RUNS
+    status_code = 429

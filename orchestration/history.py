@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
+from chatforge.conversations.selectors import ordered_messages
 
 from .providers.base import ChatMessage
 from .rounds import expand_rounds, tool_rounds_from_ledger
@@ -24,11 +25,7 @@ def conversation_messages(run: Run) -> list[ChatMessage]:
     system_prompt = run.options.get("system_prompt") or settings.CHATFORGE_SYSTEM_PROMPT
     if system_prompt:
         messages.append(ChatMessage(role="system", content=system_prompt))
-    history = Message.objects.filter(
-        conversation_id=run.conversation_id,
-        created_at__lte=run.user_message.created_at,
-    ).exclude(run=run)
-    for message in history.order_by("created_at", "id"):
+    for message in ordered_messages(run.conversation_id, before=run.user_message):
         if message.role == Message.Role.ASSISTANT:
             messages.extend(expand_rounds(message.tool_rounds or []))
             if message.content:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -34,6 +36,22 @@ def _validation_message(detail: Any) -> str:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(
+            error_body("request_too_large", f"The request body is larger than {limit} bytes; send less.",
+                       {"limit_bytes": limit}),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, exceptions.Throttled):
+        response = drf_exception_handler(exc, context)
+        wait = int(exc.wait) if exc.wait is not None else None
+        response.data = error_body(
+            "throttled",
+            "Too many messages; wait " + (f"{wait} s" if wait is not None else "a moment") + " and send again.",
+            {"retry_after_s": wait},
+        )
+        return response
     if isinstance(exc, ChatForgeError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)
     if isinstance(exc, Http404):

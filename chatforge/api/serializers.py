@@ -51,6 +51,12 @@ class MessageCreateSerializer(serializers.Serializer):
     max_iterations = serializers.IntegerField(
         required=False, min_value=0, max_value=settings.CHATFORGE_MAX_ITERATIONS_LIMIT
     )
+    on_active = serializers.ChoiceField(
+        choices=["reject", "enqueue", "interrupt"],
+        default="reject",
+        help_text="If the conversation has a run in progress: reject (409), enqueue (start after it) "
+        "or interrupt (cancel it, then start).",
+    )
 
 
 class RunAcceptedSerializer(serializers.Serializer):

@@ -16,8 +16,9 @@ from rest_framework.response import Response
 
 from chatforge.conversations import selectors
 from chatforge.conversations.models import Conversation
-from orchestration.services.runs import RunOptions, run_request_cancel, run_start
+from orchestration.services.runs import OnActive, RunOptions, run_request_cancel, run_start
 
+from .throttles import MessagePostThrottle
 from .serializers import (
     ConversationSerializer,
     MessageCreateSerializer,
@@ -53,7 +54,7 @@ class ConversationViewSet(
 
     @extend_schema(methods=["get"], responses=MessageSerializer(many=True))
     @extend_schema(methods=["post"], request=MessageCreateSerializer, responses={202: RunAcceptedSerializer})
-    @action(detail=True, methods=["get", "post"], url_path="messages")
+    @action(detail=True, methods=["get", "post"], url_path="messages", throttle_classes=[MessagePostThrottle])
     def messages(self, request: Request, pk: str | None = None) -> Response:
         conversation: Conversation = self.get_object()
         if request.method == "GET":
@@ -73,6 +74,7 @@ class ConversationViewSet(
                 reasoning_effort=data.get("reasoning_effort"),
                 assistant=data.get("assistant") or "",
             ),
+            on_active=OnActive(data["on_active"]),
         )
         body = {
             "conversation_id": str(conversation.id),

@@ -13,10 +13,31 @@ def conversations_of(user: AbstractBaseUser) -> QuerySet[Conversation]:
     return Conversation.objects.filter(user=user)
 
 
-def messages_of(conversation: Conversation) -> QuerySet[Message]:
-    return conversation.messages.filter(role__in=[Message.Role.USER, Message.Role.ASSISTANT]).order_by(
-        "created_at", "id"
-    )
+def _position(message: Message) -> tuple:
+    """Where a message belongs in the conversation: an assistant message
+    right after the user message of its run, whenever it was written (with
+    double-texting, a later user message can be stored before the previous
+    run's answer)."""
+    if message.role == Message.Role.ASSISTANT and message.run_id and message.run.user_message_id:
+        return (message.run.user_message.created_at, 1, message.created_at)
+    return (message.created_at, 0, message.created_at)
+
+
+def ordered_messages(conversation_id, *, before: Message | None = None, roles=None) -> list[Message]:
+    """The conversation's messages in conversation order; with ``before``,
+    only those that come before that user message's answer."""
+    messages = Message.objects.filter(conversation_id=conversation_id).select_related("run__user_message")
+    if roles is not None:
+        messages = messages.filter(role__in=roles)
+    ordered = sorted(messages, key=_position)
+    if before is not None:
+        limit = (before.created_at, 1, before.created_at)
+        ordered = [m for m in ordered if _position(m) < limit and not (m.run_id and m.run.user_message_id == before.id)]
+    return ordered
+
+
+def messages_of(conversation: Conversation) -> list[Message]:
+    return ordered_messages(conversation.id, roles=[Message.Role.USER, Message.Role.ASSISTANT])
 
 
 def runs_of(user: AbstractBaseUser) -> QuerySet[Run]:

@@ -2,6 +2,22 @@
 
 from __future__ import annotations
 
+from chatforge.env import env
+
+from .mode import EMBEDDED, REDIS_URL
+
+# Messages a user may post per period ("30/min", "500/day"; empty: no limit).
+CHATFORGE_MESSAGE_RATE: str = env.str("CHATFORGE_MESSAGE_RATE", default="30/min")
+# Largest request body accepted (413 beyond).
+CHATFORGE_MAX_REQUEST_BYTES: int = env.int("CHATFORGE_MAX_REQUEST_BYTES", default=2 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = CHATFORGE_MAX_REQUEST_BYTES
+
+# Throttle counts must be shared by every web process: Redis in distributed mode.
+if EMBEDDED:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "chatforge.accounts.authentication.BearerTokenAuthentication",

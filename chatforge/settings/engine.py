@@ -50,3 +50,7 @@ if CHATFORGE_RUN_STALL_S < 3 * CHATFORGE_HEARTBEAT_S:
         "or live steps would be taken for lost ones."
     )
 CHATFORGE_MAX_MESSAGE_CHARS: int = env.int("CHATFORGE_MAX_MESSAGE_CHARS", default=100_000)
+# Runs a user may have queued or running at once (429 beyond).
+CHATFORGE_MAX_ACTIVE_RUNS_PER_USER: int = env.int("CHATFORGE_MAX_ACTIVE_RUNS_PER_USER", default=5)
+# Tools one request may name.
+CHATFORGE_MAX_TOOLS_PER_REQUEST: int = env.int("CHATFORGE_MAX_TOOLS_PER_REQUEST", default=64)

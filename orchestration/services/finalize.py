@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
 
-from .. import events
+from .. import dispatch, events
 from ..rounds import tool_rounds_from_ledger
 from .ledger import lock_run, ref
 
@@ -101,6 +101,9 @@ def run_finalize(
         run.save()
         Conversation.objects.filter(pk=run.conversation_id).update(updated_at=now)
         _publish_terminal(run, str(message.id))
+        # Runs posted while this one was active (double-texting) start now.
+        for waiting_id in Run.objects.filter(blocked_by=run, status=Run.Status.QUEUED).values_list("id", flat=True):
+            dispatch.llm_turn(str(waiting_id), 0)
     logger.info("run %s ended: %s", run_id, outcome.value)
 
 

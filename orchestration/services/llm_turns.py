@@ -248,6 +248,10 @@ def _after_done(turn: LlmTurn) -> None:
 
 
 def llm_turn_execute(*, run_id: str, iteration: int) -> None:
+    if iteration == 0 and Run.objects.filter(
+        pk=run_id, blocked_by__status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
+    ).exists():
+        return  # still waiting behind another run; its finalize dispatches this one
     turn = claim_turn(run_id, iteration)
     if turn is None:
         # Completed (re-emit and move on), or a live delivery is running it.

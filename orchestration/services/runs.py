@@ -4,6 +4,8 @@ transaction, and the first model turn is enqueued only after it commits."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -12,10 +14,21 @@ from django.utils import timezone
 
 from chatforge.catalog.models import Assistant
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
-from chatforge.errors import InvalidRequest, UnknownTool
+from chatforge.errors import InvalidRequest, RunActive, TooManyActiveRuns, UnknownTool
 
 from .. import dispatch
 from ..tooling import get_registry
+from .finalize import Outcome, run_finalize
+
+ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
+
+
+class OnActive(StrEnum):
+    """What a message posted while the conversation has an active run does."""
+
+    REJECT = "reject"  # 409 (the default)
+    ENQUEUE = "enqueue"  # starts when the active run ends
+    INTERRUPT = "interrupt"  # cancels the active run, then starts
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,12 @@ def check_run_options(options: RunOptions) -> dict:
                 details={"unknown": unknown, "available": registry.names()},
             )
         tools = list(dict.fromkeys(requested))
+        if len(tools) > settings.CHATFORGE_MAX_TOOLS_PER_REQUEST:
+            raise InvalidRequest(
+                f"{len(tools)} tools were named; a request may name at most "
+                f"{settings.CHATFORGE_MAX_TOOLS_PER_REQUEST}.",
+                details={"field": "tools"},
+            )
     cap = options.max_iterations
     if cap is None:
         cap = assistant.max_iterations if assistant and assistant.max_iterations is not None else settings.CHATFORGE_MAX_ITERATIONS
@@ -78,8 +97,24 @@ def check_run_options(options: RunOptions) -> dict:
     return stored
 
 
+def _check_user_capacity(user: AbstractBaseUser) -> None:
+    cap = settings.CHATFORGE_MAX_ACTIVE_RUNS_PER_USER
+    active = Run.objects.filter(user=user, status__in=ACTIVE).count()
+    if active >= cap:
+        raise TooManyActiveRuns(
+            f"You have {active} runs in progress, the most allowed at once; wait for one to "
+            "finish or cancel one.",
+            details={"active_runs": active, "limit": cap},
+        )
+
+
 def run_start(
-    *, user: AbstractBaseUser, conversation: Conversation, content: str, options: RunOptions
+    *,
+    user: AbstractBaseUser,
+    conversation: Conversation,
+    content: str,
+    options: RunOptions,
+    on_active: OnActive = OnActive.REJECT,
 ) -> Run:
     if not content.strip():
         raise InvalidRequest("The message is empty: send some text.", details={"field": "content"})
@@ -91,7 +126,20 @@ def run_start(
         )
     stored_options = check_run_options(options)
     model = options.model or stored_options.pop("assistant_model", "") or settings.CHATFORGE_DEFAULT_MODEL
+    _check_user_capacity(user)
     with transaction.atomic():
+        # Posts to one conversation are decided one at a time.
+        Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+        active = (
+            Run.objects.filter(conversation=conversation, status__in=ACTIVE).order_by("-created_at").first()
+        )
+        if active is not None and on_active == OnActive.REJECT:
+            raise RunActive(
+                f"This conversation has a run in progress ({active.id}). Wait for it, cancel it, or "
+                "send the message with on_active=enqueue (starts after it) or on_active=interrupt "
+                "(cancels it, then starts).",
+                details={"active_run_id": str(active.id)},
+            )
         message = Message.objects.create(
             conversation=conversation, role=Message.Role.USER, content=content
         )
@@ -102,19 +150,32 @@ def run_start(
             model=model,
             options=stored_options,
             heartbeat_at=timezone.now(),
+            blocked_by=active,
         )
         LlmTurn.objects.create(run=run, iteration=0, offered_tools=stored_options["max_iterations"] > 0)
         updates = {"updated_at": timezone.now()}
         if not conversation.title:
             updates["title"] = content.strip().splitlines()[0][:80]
         Conversation.objects.filter(pk=conversation.pk).update(**updates)
-        dispatch.llm_turn(str(run.id), 0)
+        if active is None:
+            dispatch.llm_turn(str(run.id), 0)
+        elif on_active == OnActive.INTERRUPT:
+            transaction.on_commit(lambda: run_request_cancel(run=active))
+        # on_active=enqueue: finalize of the active run dispatches this one.
     return run
 
 
 def run_request_cancel(*, run: Run) -> Run:
-    """Ask a run to stop. Cooperative: the engine sees the flag between steps
-    and while the model streams, and ends the run as cancelled."""
+    """Ask a run to stop. Cooperative while the model streams (the engine sees
+    the flag within a second and keeps the partial text); a run that is not
+    streaming — waiting for tools, queued, or waiting behind another run —
+    ends at once, and its unfinished tool calls get results saying so."""
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)
     run.refresh_from_db()
+    if not run.is_terminal:
+        fresh = timezone.now() - timedelta(seconds=settings.CHATFORGE_RUN_STALL_S)
+        streaming = LlmTurn.objects.filter(run=run, status="running", heartbeat_at__gte=fresh).exists()
+        if not streaming:
+            run_finalize(run_id=str(run.id), outcome=Outcome.CANCELLED)
+            run.refresh_from_db()
     return run

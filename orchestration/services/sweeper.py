@@ -73,6 +73,9 @@ def sweep_stalled_runs() -> int:
     stalled = Run.objects.filter(
         Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff),
         status__in=[Run.Status.QUEUED, Run.Status.RUNNING],
+    ).exclude(
+        # waiting behind another run (double-texting): not stalled, just waiting
+        blocked_by__status__in=[Run.Status.QUEUED, Run.Status.RUNNING],
     ).values_list("id", flat=True)
     count = 0
     for run_id in stalled[:500]:

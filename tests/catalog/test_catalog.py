@@ -103,7 +103,7 @@ def test_assistant_defaults_and_checks(make_user, idle_broker):
     messages = conversation_messages(Run.objects.select_related("user_message").get(pk=run.pk))
     assert messages[0].role == "system" and messages[0].content == "You only do maths."
     # The request's own choices win over the assistant's.
-    run = run_start(user=user, conversation=conversation, content="time?",
+    run = run_start(user=user, conversation=Conversation.objects.create(user=user), content="time?",
                     options=RunOptions(assistant="mathbot", tools=["get_time"], max_iterations=4))
     assert run.options["tools"] == ["get_time"] and run.options["max_iterations"] == 4
 

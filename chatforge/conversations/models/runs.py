@@ -39,6 +39,9 @@ class Run(models.Model):
     # Request options: tools (names), max_iterations, reasoning_effort, ...
     options = models.JSONField(default=dict, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # Double-texting: a run posted while another was active waits for it
+    # (on_active=enqueue or interrupt) and is dispatched when it ends.
+    blocked_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="waiting_runs")
     error = models.TextField(blank=True)
     finish_reason = models.CharField(max_length=32, blank=True)
     max_iterations_reached = models.BooleanField(default=False)
