@@ -7,7 +7,6 @@ exists).
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -95,6 +94,5 @@ class RunViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     @extend_schema(request=None, responses={202: RunSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
-        run = get_object_or_404(self.get_queryset(), pk=pk)
-        run = run_request_cancel(run=run)
+        run = run_request_cancel(run=self.get_object())
         return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

@@ -87,6 +87,7 @@ def test_unauthenticated_and_bad_token_are_json(client):
 
 def test_unknown_routes_and_malformed_ids_are_json_404(client):
     assert client.get("/api/runs/not-a-uuid/").status_code == 404
+    assert client.post("/api/runs/not-a-uuid/cancel/").status_code == 404
     response = client.get("/api/nothing-here/")
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
