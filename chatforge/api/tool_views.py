@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chatforge.catalog.catalog import code_tool_names, get_catalog
+from chatforge.api import schema
 from orchestration.tool_context import tool_context_for
 from tools.base import Tool
 from tools.executor import execute_tool
@@ -60,7 +61,8 @@ class ToolViewSet(viewsets.ViewSet):
         code_names = code_tool_names()
         return Response([_describe(t, code_names) for t in get_catalog(fresh=True).all()])
 
-    @extend_schema(request=InvokeSerializer, responses=ToolResultSerializer)
+    @extend_schema(request=InvokeSerializer, responses=ToolResultSerializer,
+                   examples=[schema.TOOL_INVOKE, schema.TOOL_RESULT])
     @action(detail=True, methods=["post"], permission_classes=[permissions.IsAdminUser])
     def invoke(self, request: Request, name: str) -> Response:
         payload = InvokeSerializer(data=request.data)

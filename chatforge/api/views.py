@@ -17,6 +17,7 @@ from chatforge.conversations import selectors
 from chatforge.conversations.models import Conversation
 from orchestration.services.runs import OnActive, RunOptions, run_request_cancel, run_start
 
+from . import schema
 from .throttles import MessagePostThrottle
 from .serializers import (
     ConversationSerializer,
@@ -51,8 +52,13 @@ class ConversationViewSet(
     def perform_create(self, serializer: ConversationSerializer) -> None:
         serializer.save(user=self.request.user)
 
-    @extend_schema(methods=["get"], responses=MessageSerializer(many=True))
-    @extend_schema(methods=["post"], request=MessageCreateSerializer, responses={202: RunAcceptedSerializer})
+    @extend_schema(methods=["get"], responses=MessageSerializer(many=True), examples=[schema.ASSISTANT_MESSAGE])
+    @extend_schema(
+        methods=["post"],
+        request=MessageCreateSerializer,
+        responses={202: RunAcceptedSerializer, 400: dict, 409: dict, 429: dict},
+        examples=[schema.MESSAGE_REQUEST, schema.RUN_ACCEPTED, schema.RUN_ACTIVE_ERROR, schema.UNKNOWN_TOOL_ERROR],
+    )
     @action(detail=True, methods=["get", "post"], url_path="messages", throttle_classes=[MessagePostThrottle])
     def messages(self, request: Request, pk: str | None = None) -> Response:
         conversation: Conversation = self.get_object()

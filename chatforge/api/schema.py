@@ -1,0 +1,78 @@
+"""OpenAPI description extras: the Bearer token scheme and shared examples."""
+
+from __future__ import annotations
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiExample
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "chatforge.accounts.authentication.BearerTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A ChatForge API token (cf_…), created with `manage.py create_demo_user` or in the admin.",
+        }
+
+
+MESSAGE_REQUEST = OpenApiExample(
+    "Ask with tools",
+    value={"content": "What time is it in Tokyo, and what is 17*23?", "tools": ["get_time", "calculator"],
+           "max_iterations": 5, "on_active": "reject"},
+    request_only=True,
+)
+RUN_ACCEPTED = OpenApiExample(
+    "Run accepted",
+    value={
+        "conversation_id": "3a6e14e8-20fb-47a6-88bb-f1cc4b4fe6c5",
+        "message_id": "70921f1c-0a83-4dd8-bbbc-085de0f7af9d",
+        "run_id": "bad186fa-d421-49e7-8259-c7c86d989682",
+        "status": "queued",
+        "events_ws": "ws://127.0.0.1:8000/ws/runs/bad186fa-d421-49e7-8259-c7c86d989682/",
+        "events_sse": "http://127.0.0.1:8000/api/runs/bad186fa-d421-49e7-8259-c7c86d989682/events/",
+    },
+    response_only=True,
+    status_codes=["202"],
+)
+RUN_ACTIVE_ERROR = OpenApiExample(
+    "Conversation busy (on_active=reject)",
+    value={"error": {"code": "run_active",
+                     "message": "This conversation has a run in progress (bad186fa-…). Wait for it, cancel it, or "
+                                "send the message with on_active=enqueue … or on_active=interrupt …",
+                     "details": {"active_run_id": "bad186fa-d421-49e7-8259-c7c86d989682"}}},
+    response_only=True,
+    status_codes=["409"],
+)
+UNKNOWN_TOOL_ERROR = OpenApiExample(
+    "Unknown tool",
+    value={"error": {"code": "unknown_tool",
+                     "message": "Unknown tool(s): weather. Available tools: calculator, echo, get_time.",
+                     "details": {"unknown": ["weather"], "available": ["calculator", "echo", "get_time"]}}},
+    response_only=True,
+    status_codes=["400"],
+)
+ASSISTANT_MESSAGE = OpenApiExample(
+    "Messages with tool rounds",
+    value=[
+        {"id": "70921f1c-…", "role": "user", "content": "What is 6*7?", "tool_rounds": [], "status": "final"},
+        {"id": "03d0f613-…", "role": "assistant", "content": "6*7 = 42.", "status": "final",
+         "finish_reason": "stop", "model": "demo", "usage": {"total_tokens": 49},
+         "tool_rounds": [{"iteration": 0, "assistant_response": "Let me check that.",
+                          "tool_calls": [{"id": "call_1", "name": "calculator", "arguments": "{\"expression\": \"6*7\"}"}],
+                          "results": [{"tool_call_id": "call_1", "name": "calculator",
+                                       "output": "{\"expression\":\"6*7\",\"result\":42}", "status": "success",
+                                       "execution_time_ms": 1}]}]},
+    ],
+    response_only=True,
+    status_codes=["200"],
+)
+TOOL_INVOKE = OpenApiExample("Run the calculator", value={"arguments": {"expression": "6*7"}}, request_only=True)
+TOOL_RESULT = OpenApiExample(
+    "Executor result",
+    value={"success": True, "result": {"expression": "6*7", "result": 42}, "tool_name": "calculator",
+           "execution_time_ms": 1},
+    response_only=True,
+)
