@@ -9,6 +9,7 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("api/", include("chatforge.api.urls")),
+    path("", include("chatforge.openai_api.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "chatforge.runtime",
     "chatforge.catalog",
     "chatforge.llm",
+    "chatforge.openai_api",
 ]
 
 MIDDLEWARE = [

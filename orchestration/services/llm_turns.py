@@ -165,7 +165,12 @@ def _previous_response_id(run: Run, turn_input: TurnInput, iteration: int) -> st
 
 def _request(run: Run, turn: LlmTurn, resolved: ResolvedModel, turn_input: TurnInput) -> TurnRequest:
     """Only what the model supports: tools, streaming, reasoning controls."""
-    wanted = {"reasoning_effort": resolved.supports_reasoning, "verbosity": resolved.supports_verbosity}
+    wanted = {
+        "reasoning_effort": resolved.supports_reasoning,
+        "verbosity": resolved.supports_verbosity,
+        "temperature": True,
+        "max_tokens": True,
+    }
     offer_tools = turn.offered_tools and resolved.supports_tools
     return TurnRequest(
         model=resolved.upstream_model,

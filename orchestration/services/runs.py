@@ -38,6 +38,8 @@ class RunOptions:
     max_iterations: int | None = None
     reasoning_effort: str | None = None
     assistant: str = ""  # an Assistant's name
+    temperature: float | None = None
+    max_tokens: int | None = None
 
 
 def _assistant(name: str) -> Assistant | None:
@@ -89,6 +91,10 @@ def check_run_options(options: RunOptions) -> dict:
     stored: dict = {"tools": tools, "max_iterations": cap}
     if options.reasoning_effort:
         stored["reasoning_effort"] = options.reasoning_effort
+    if options.temperature is not None:
+        stored["temperature"] = options.temperature
+    if options.max_tokens is not None:
+        stored["max_tokens"] = options.max_tokens
     if assistant is not None:
         stored["assistant"] = assistant.name
         stored["system_prompt"] = assistant.system_prompt

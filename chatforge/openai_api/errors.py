@@ -1,0 +1,77 @@
+"""Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``.
+
+OpenAI clients read this shape (the SDK raises ``BadRequestError``,
+``AuthenticationError``… from the status and puts ``error`` in ``body``), so
+the OpenAI-compatible endpoints answer with it instead of ChatForge's own
+``{"error": {"code", "message", "details"}}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import JsonResponse
+
+from chatforge.errors import ChatForgeError, ErrorCode
+
+# OpenAI's error types by status. 401 is an ``invalid_request_error`` at
+# OpenAI too (code ``invalid_api_key``).
+_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    404: "invalid_request_error",
+    405: "invalid_request_error",
+    409: "invalid_request_error",
+    413: "invalid_request_error",
+    429: "rate_limit_exceeded",
+    504: "timeout",
+}
+
+
+class OpenAIError(Exception):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 400,
+        code: str | None = None,
+        param: str | None = None,
+        type_: str | None = None,
+        retry: bool | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+        self.param = param
+        self.type = type_ or _TYPES.get(status, "server_error")
+        # The OpenAI SDK honours ``x-should-retry``; a retried chat would start
+        # a second run, so failures of a run that did start say "do not retry".
+        self.retry = retry
+        self.headers = headers or {}
+
+    def body(self, **extra: Any) -> dict[str, Any]:
+        return {
+            "error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code},
+            **extra,
+        }
+
+    def response(self, **extra: Any) -> JsonResponse:
+        response = JsonResponse(self.body(**extra), status=self.status)
+        for name, value in self.headers.items():
+            response[name] = value
+        if self.retry is not None:
+            response["x-should-retry"] = "true" if self.retry else "false"
+        return response
+
+
+# Which request field a ChatForge error is about, in this API's terms.
+_PARAMS = {ErrorCode.UNKNOWN_TOOL: "tools"}
+_FIELDS = {"content": "messages"}
+
+
+def from_chatforge(exc: ChatForgeError) -> OpenAIError:
+    field = exc.details.get("field")
+    param = _PARAMS.get(exc.code) or (_FIELDS.get(field, field) if isinstance(field, str) else None)
+    return OpenAIError(exc.message, status=exc.status_code, code=str(exc.code), param=param)

@@ -1,0 +1,155 @@
+"""What the OpenAI-compatible views do in the database: start a chat's run
+(new or continued conversation), read a round's tool calls and a run's end,
+cancel, list models. Synchronous; the async views call them through
+``sync_to_async``."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from chatforge.api.throttles import MessagePostThrottle
+from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
+from chatforge.conversations.selectors import conversations_of, run_of
+from chatforge.llm.models import LanguageModel
+from chatforge.llm.validation import all_validation_statuses
+from orchestration.services.runs import RunOptions, run_request_cancel, run_start
+
+from .errors import OpenAIError
+from .translate import ChatRequest, ToolCallOut
+
+logger = logging.getLogger(__name__)
+
+_RUN_OPTION_FIELDS = frozenset(f.name for f in dataclasses.fields(RunOptions))
+
+
+def check_message_rate(*, user: AbstractBaseUser, meta: dict[str, Any]) -> None:
+    """The same per-user message budget as ``POST /api/conversations/{id}/messages/``:
+    a chat completion posts a message."""
+    throttle = MessagePostThrottle()
+    if not throttle.allow_request(SimpleNamespace(method="POST", user=user, META=meta), None):
+        wait = throttle.wait()
+        seconds = max(1, int(wait)) if wait is not None else None
+        raise OpenAIError(
+            "Too many messages; wait " + (f"{seconds} s" if seconds else "a moment") + " and send again.",
+            status=429,
+            code="rate_limit_exceeded",
+            headers={"Retry-After": str(seconds)} if seconds else {},
+        )
+
+
+def _run_options(request: ChatRequest) -> RunOptions:
+    options: dict[str, Any] = {
+        "model": request.model,
+        "tools": request.tools,
+        "reasoning_effort": request.reasoning_effort,
+        "assistant": request.assistant,
+    }
+    if request.tools == []:
+        options["max_iterations"] = 0  # tool_choice "none": the model is offered no tools at all
+    # The sampling options reach the provider once the engine's RunOptions
+    # carries them; until then they are accepted and not applied.
+    for name in ("temperature", "max_tokens"):
+        value = getattr(request, name)
+        if value is None:
+            continue
+        if name in _RUN_OPTION_FIELDS:
+            options[name] = value
+        else:
+            logger.info("openai api: '%s' accepted but not applied (the engine does not carry it yet)", name)
+    return RunOptions(**options)
+
+
+def _conversation(user: AbstractBaseUser, conversation_id: str) -> Conversation:
+    try:
+        conversation = conversations_of(user).filter(pk=conversation_id).first()
+    except (ValueError, ValidationError):
+        conversation = None
+    if conversation is None:
+        raise OpenAIError(
+            f"No conversation '{conversation_id}' of yours: leave 'conversation_id' out to start a new "
+            "one, or use an id from an earlier response's 'conversation_id'.",
+            status=404,
+            param="conversation_id",
+            code="conversation_not_found",
+        )
+    return conversation
+
+
+def chat_start(*, user: AbstractBaseUser, request: ChatRequest) -> Run:
+    """Start the run that answers ``request``. Continuing a conversation adds
+    only the new user message; otherwise a new conversation gets the earlier
+    messages of the request, then the run, in one transaction."""
+    options = _run_options(request)
+    if request.conversation_id is not None:
+        conversation = _conversation(user, request.conversation_id)
+        return run_start(user=user, conversation=conversation, content=request.content, options=options)
+    with transaction.atomic():
+        conversation = Conversation.objects.create(user=user)
+        for prior in request.prior:
+            Message.objects.create(conversation=conversation, role=prior.role, content=prior.content)
+        return run_start(user=user, conversation=conversation, content=request.content, options=options)
+
+
+def chat_cancel(*, user: AbstractBaseUser, run_id: str) -> None:
+    run = run_of(user, run_id)
+    if run is not None and not run.is_terminal:
+        run_request_cancel(run=run)
+
+
+def round_calls(*, run_id: str, iteration: int) -> list[ToolCallOut]:
+    """A round's tool calls in the order the model made them. They are
+    written in one transaction before any of their events is published, so
+    the first ``tool_call`` event of a round finds them all."""
+    rows = ToolInvocation.objects.filter(run_id=run_id, iteration=iteration).order_by("position")
+    return [ToolCallOut(id=r.tool_call_id, name=r.name, arguments=r.arguments or "{}") for r in rows]
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    status: str
+    content: str
+    finish_reason: str
+    usage: dict[str, Any]
+    error: str
+
+
+def run_end(*, run_id: str) -> RunEnd | None:
+    """How a run ended, from Postgres (None while it has not)."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None or not run.is_terminal:
+        return None
+    message = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).first()
+    return RunEnd(
+        status=run.status,
+        content=message.content if message else "",
+        finish_reason=run.finish_reason or "stop",
+        usage=run.usage or {},
+        error=run.error,
+    )
+
+
+def model_list() -> list[dict[str, Any]]:
+    """``/v1/models`` items: the built-in demo model and the enabled model rows."""
+    statuses = all_validation_statuses()
+    rows = LanguageModel.objects.select_related("provider").filter(enabled=True, provider__enabled=True)
+    items = [{"id": "demo", "object": "model", "created": 0, "owned_by": "chatforge"}]
+    items += [
+        {"id": r.name, "object": "model", "created": int(r.created_at.timestamp()), "owned_by": r.provider.name}
+        for r in rows
+        if r.name != "demo"
+    ]
+    for item in items:
+        status = statuses.get(item["id"])
+        item["validated"] = bool(status and status.validated)
+    default = settings.CHATFORGE_DEFAULT_MODEL
+    items.sort(key=lambda item: item["id"] != default)  # the default model first, the rest in order
+    return items

@@ -1,0 +1,433 @@
+"""Between OpenAI's Chat Completions format and ChatForge runs, both ways.
+
+Inbound: a request body becomes a ``ChatRequest`` (the conversation so far,
+the new user message and the run's options), or an ``OpenAIError`` naming
+what is wrong or unsupported. Outbound: run events become
+``chat.completion.chunk``s (``ChunkRenderer``, streaming) or the
+``tool_events`` of a ``chat.completion`` (``ToolEventCollector``).
+
+Nothing here touches the database.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import OpenAIError
+
+# Parameters ChatForge applies.
+SUPPORTED = frozenset({
+    "model", "messages", "tools", "tool_choice", "stream", "stream_options", "temperature",
+    "max_tokens", "max_completion_tokens", "reasoning_effort", "conversation_id", "assistant",
+})
+# Parameters that do not change the answer; accepted and ignored.
+IGNORED = frozenset({"user", "metadata", "store", "safety_identifier", "prompt_cache_key", "service_tier"})
+# Parameters accepted only with the value that means "the default".
+_DEFAULT_ONLY: dict[str, Any] = {"n": 1, "logprobs": False, "parallel_tool_calls": True}
+
+NO_CLIENT_TOOLS = "ChatForge runs tools on the server; send the conversation without tool messages"
+_ROLES = ("system", "developer", "user", "assistant", "tool")
+# OpenAI's finish reasons; anything else the engine reports reads as "stop".
+_FINISH_REASONS = frozenset({"stop", "length", "content_filter"})
+
+
+@dataclass(frozen=True)
+class PriorMessage:
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    content: str  # the new user message
+    prior: list[PriorMessage] = field(default_factory=list)  # earlier messages (new conversations only)
+    tools: list[str] | None = None  # None: ChatForge's default tools; []: none
+    stream: bool = False
+    include_usage: bool = False
+    temperature: float | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    conversation_id: str | None = None
+    assistant: str = ""
+
+
+def _invalid(message: str, param: str | None = None, code: str | None = None) -> OpenAIError:
+    return OpenAIError(message, status=400, param=param, code=code)
+
+
+def _unsupported(names: list[str], why: str = "") -> OpenAIError:
+    listed = ", ".join(f"'{n}'" for n in names)
+    plural = "s" if len(names) > 1 else ""
+    return _invalid(
+        f"Unsupported parameter{plural}: {listed}. {why}ChatForge supports: "
+        f"{', '.join(sorted(SUPPORTED))}.",
+        param=names[0],
+        code="unsupported_parameter",
+    )
+
+
+def _check_unsupported(body: Mapping[str, Any]) -> None:
+    unsupported: list[str] = []
+    for key, value in body.items():
+        if key in SUPPORTED or key in IGNORED or value is None:
+            continue
+        if key in _DEFAULT_ONLY and value == _DEFAULT_ONLY[key]:
+            continue
+        if key == "modalities" and isinstance(value, list) and all(m == "text" for m in value):
+            continue
+        if key == "response_format" and isinstance(value, Mapping) and value.get("type") == "text":
+            continue
+        unsupported.append(key)
+    if unsupported:
+        raise _unsupported(sorted(unsupported))
+
+
+def _text_of(content: Any, *, where: str) -> str:
+    """A message's text: a string, or an array of text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts: list[str] = []
+        for part in content:
+            if not isinstance(part, Mapping) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+                raise _invalid(
+                    f"{where}: content part of type '{kind}' is not supported; ChatForge accepts text "
+                    'only (a string, or parts {"type": "text", "text": "..."}).',
+                    param="messages",
+                )
+            texts.append(part["text"])
+        return "\n".join(texts)
+    raise _invalid(f"{where}: content must be a string or an array of text parts.", param="messages")
+
+
+def _messages(raw: Any) -> tuple[list[PriorMessage], str]:
+    if not isinstance(raw, list) or not raw:
+        raise _invalid("'messages' must be a non-empty array of messages.", param="messages")
+    parsed: list[PriorMessage] = []
+    for i, message in enumerate(raw):
+        where = f"messages[{i}]"
+        if not isinstance(message, Mapping):
+            raise _invalid(f"{where} must be an object with 'role' and 'content'.", param="messages")
+        role = message.get("role")
+        if role not in _ROLES:
+            raise _invalid(
+                f"{where}: unknown role {role!r}; use one of {', '.join(_ROLES)}.", param="messages"
+            )
+        if role == "tool" or message.get("tool_calls") or message.get("function_call"):
+            raise _invalid(f"{NO_CLIENT_TOOLS} ({where} is a client-side tool message).",
+                           param="messages", code="client_tools_unsupported")
+        text = _text_of(message.get("content"), where=where)
+        parsed.append(PriorMessage(role="system" if role == "developer" else role, content=text))
+    last = parsed[-1]
+    if last.role != "user":
+        raise _invalid(
+            f"The last message must be the user's (it is '{raw[-1].get('role')}'): ChatForge answers "
+            "the last user message.",
+            param="messages",
+        )
+    prior = [m for m in parsed[:-1] if m.content]
+    return prior, last.content
+
+
+def _tool_names(raw: Any) -> list[str]:
+    """Bare names or full function specs; either way only the names count:
+    ChatForge runs the tools of its catalog with its own specs."""
+    if not isinstance(raw, list):
+        raise _invalid("'tools' must be an array of tool names or function tool specs.", param="tools")
+    names: list[str] = []
+    for i, tool in enumerate(raw):
+        if isinstance(tool, str):
+            name = tool
+        elif isinstance(tool, Mapping) and tool.get("type") == "function" and isinstance(tool.get("function"), Mapping):
+            name = tool["function"].get("name")
+        elif isinstance(tool, Mapping) and tool.get("type") not in (None, "function"):
+            raise _invalid(
+                f"tools[{i}]: tools of type '{tool.get('type')}' are not supported; use function tools "
+                "from ChatForge's catalog (GET /api/tools/).",
+                param="tools",
+            )
+        else:
+            raise _invalid(
+                f"tools[{i}] must be a tool name or "
+                '{"type": "function", "function": {"name": "..."}}.',
+                param="tools",
+            )
+        if not isinstance(name, str) or not name:
+            raise _invalid(f"tools[{i}] has no function name.", param="tools")
+        names.append(name)
+    return list(dict.fromkeys(names))
+
+
+def _tool_choice_allows_tools(raw: Any) -> bool:
+    if raw is None or raw == "auto":
+        return True
+    if raw == "none":
+        return False
+    shown = json.dumps(raw) if not isinstance(raw, str) else f"'{raw}'"
+    raise _invalid(
+        f"tool_choice {shown} is not supported: ChatForge accepts 'auto' (the model decides) and "
+        "'none' (no tools).",
+        param="tool_choice",
+        code="unsupported_value",
+    )
+
+
+def _number(body: Mapping[str, Any], name: str, *, low: float, high: float) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise _invalid(f"'{name}' must be a number from {low:g} to {high:g}.", param=name)
+    return float(value)
+
+
+def _max_tokens(body: Mapping[str, Any]) -> int | None:
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise _invalid(f"'{name}' must be a positive integer.", param=name)
+        return value
+    return None
+
+
+def _optional_str(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise _invalid(f"'{name}' must be a non-empty string.", param=name)
+    return value
+
+
+def parse_chat_request(body: Any) -> ChatRequest:
+    """Check a ``POST /v1/chat/completions`` body; unsupported parameters and
+    client-side tool messages are refused with a message that names them."""
+    if not isinstance(body, Mapping):
+        raise _invalid("The request body must be a JSON object.")
+    _check_unsupported(body)
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise _invalid("'model' is required: a model name from GET /v1/models.", param="model")
+    prior, content = _messages(body.get("messages"))
+    conversation_id = _optional_str(body, "conversation_id")
+    if conversation_id is not None:
+        prior = []  # the stored conversation is the history: only the last user message is new
+    tools: list[str] | None = None
+    if body.get("tools") is not None:
+        tools = _tool_names(body["tools"])
+    if not _tool_choice_allows_tools(body.get("tool_choice")):
+        tools = []
+    stream = body.get("stream") or False
+    if not isinstance(stream, bool):
+        raise _invalid("'stream' must be true or false.", param="stream")
+    stream_options = body.get("stream_options") or {}
+    if not isinstance(stream_options, Mapping):
+        raise _invalid("'stream_options' must be an object.", param="stream_options")
+    extra = sorted(set(stream_options) - {"include_usage", "include_obfuscation"})
+    if extra:
+        raise _unsupported([f"stream_options.{k}" for k in extra])
+    return ChatRequest(
+        model=model.strip(),
+        content=content,
+        prior=prior,
+        tools=tools,
+        stream=stream,
+        include_usage=bool(stream_options.get("include_usage")),
+        temperature=_number(body, "temperature", low=0, high=2),
+        max_tokens=_max_tokens(body),
+        reasoning_effort=_optional_str(body, "reasoning_effort"),
+        conversation_id=conversation_id,
+        assistant=_optional_str(body, "assistant") or "",
+    )
+
+
+# ---------------------------------------------------------------------------
+# Outbound
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCallOut:
+    id: str
+    name: str
+    arguments: str
+
+    def as_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+def finish_reason(value: Any) -> str:
+    return value if value in _FINISH_REASONS else "stop"
+
+
+def openai_usage(usage: Mapping[str, Any] | None) -> dict[str, Any]:
+    usage = usage or {}
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    result: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": int(usage.get("total_tokens") or prompt + completion),
+    }
+    if usage.get("reasoning_tokens") is not None:
+        result["completion_tokens_details"] = {"reasoning_tokens": int(usage["reasoning_tokens"])}
+    if usage.get("cached_tokens") is not None:
+        result["prompt_tokens_details"] = {"cached_tokens": int(usage["cached_tokens"])}
+    return result
+
+
+def sse(payload: Mapping[str, Any]) -> bytes:
+    return f"data: {json.dumps(payload, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
+
+
+SSE_DONE = b"data: [DONE]\n\n"
+SSE_KEEPALIVE = b": keep-alive\n\n"
+
+
+@dataclass
+class ChunkRenderer:
+    """``chat.completion.chunk``s of one response (PROVIDERS.md §2.4).
+
+    Every chunk has the same ``id``/``created`` and carries the run's
+    ``conversation_id`` and ``run_id`` at top level. Tool calls are numbered
+    0, 1, 2… across the WHOLE response, not per round: the SDK's accumulator
+    merges ``tool_calls`` entries by ``index`` and concatenates their strings,
+    so a second round restarting at 0 would glue its id, name and arguments
+    onto the first round's call. With rising indexes the accumulated message
+    lists every call the run made, each intact.
+    """
+
+    completion_id: str
+    created: int
+    model: str
+    conversation_id: str
+    run_id: str
+    next_index: int = 0
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            "conversation_id": self.conversation_id,
+            "run_id": self.run_id,
+        }
+
+    def first(self) -> dict[str, Any]:
+        """Sent before any model output (seed 000 "Early Metadata Emission")."""
+        return self._chunk({"role": "assistant", "content": "", "refusal": None})
+
+    def text(self, text: str) -> dict[str, Any]:
+        return self._chunk({"content": text})
+
+    def reasoning(self, text: str) -> dict[str, Any]:
+        return self._chunk({"reasoning": text})
+
+    def tool_calls(self, calls: list[ToolCallOut]) -> dict[str, Any]:
+        """One round's calls in one chunk, each call's first and only fragment."""
+        entries = []
+        for call in calls:
+            entries.append({"index": self.next_index, **call.as_openai()})
+            self.next_index += 1
+        return self._chunk({"tool_calls": entries})
+
+    def tool_output(self, *, tool_call_id: str, name: str, output: str) -> dict[str, Any]:
+        return self._chunk({"tool_output": {"tool_call_id": tool_call_id, "name": name, "output": output}})
+
+    def finish(self, reason: str) -> dict[str, Any]:
+        return self._chunk({}, finish=finish_reason(reason))
+
+    def usage(self, usage: Mapping[str, Any] | None) -> dict[str, Any]:
+        chunk = self._chunk({})
+        chunk["choices"] = []
+        chunk["usage"] = openai_usage(usage)
+        return chunk
+
+
+@dataclass
+class ToolEventCollector:
+    """The ``tool_events`` of a non-streamed answer (seed 000 "Output
+    Collection"): text, tool calls and tool outputs in the order they
+    happened. Text is kept per model turn, so a turn that is retried after
+    streaming some text (``llm.retry`` with ``discard_text``, or a turn that
+    starts again because its worker died) contributes only its final text."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    _text: list[str] = field(default_factory=list)
+    _seen_iterations: set[int] = field(default_factory=set)
+
+    def _flush_text(self) -> None:
+        if self._text:
+            self.events.append({"type": "text", "value": "".join(self._text)})
+            self._text = []
+
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        kind, data = event.get("type"), event.get("data") or {}
+        if kind == "content.delta":
+            self._text.append(data.get("text", ""))
+        elif kind == "llm.started":
+            iteration = data.get("iteration")
+            if iteration in self._seen_iterations:
+                self._text = []  # the turn runs again: what it streamed before is void
+            self._seen_iterations.add(iteration)
+        elif kind == "llm.retry" and data.get("discard_text"):
+            self._text = []
+        elif kind == "tool_output":
+            self._flush_text()
+            self.events.append({"type": "tool_output", "value": {
+                "tool_call_id": data.get("tool_call_id"), "name": data.get("name"), "output": data.get("output"),
+            }})
+
+    def on_tool_calls(self, calls: list[ToolCallOut]) -> None:
+        self._flush_text()
+        self.events.extend({"type": "tool_call", "value": call.as_openai()} for call in calls)
+
+    def finish(self) -> list[dict[str, Any]]:
+        self._flush_text()
+        return self.events
+
+
+def completion_body(
+    *,
+    completion_id: str,
+    created: int,
+    model: str,
+    content: str,
+    finish: str,
+    usage: Mapping[str, Any] | None,
+    tool_events: list[dict[str, Any]],
+    conversation_id: str,
+    run_id: str,
+) -> dict[str, Any]:
+    """A ``chat.completion`` (PROVIDERS.md §1) plus ChatForge's fields. The
+    message has no ``tool_calls``: the server ran them, they are in
+    ``tool_events``, and a client must not run them again."""
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "system_fingerprint": None,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content, "refusal": None},
+            "logprobs": None,
+            "finish_reason": finish_reason(finish),
+        }],
+        "usage": openai_usage(usage),
+        "tool_events": tool_events,
+        "conversation_id": conversation_id,
+        "run_id": run_id,
+    }

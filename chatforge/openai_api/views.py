@@ -1,0 +1,379 @@
+"""The OpenAI-compatible endpoints: ``POST /v1/chat/completions`` and
+``GET /v1/models``.
+
+A chat completion is an ordinary ChatForge run: the view checks the request,
+starts the run (``chat_start``), and follows the run's event log while the
+worker fleet does the work — streaming each event out as a
+``chat.completion.chunk`` (``stream: true``), or waiting for the end and
+answering one ``chat.completion`` with ``tool_events``. A client that goes
+away before the end cancels the run (seed 000 "Client Disconnect").
+
+Async views (Django runs them under ASGI without a thread per request); the
+database is reached through ``sync_to_async``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from chatforge.accounts.tokens import user_for_token
+from chatforge.conversations.models import Run
+from chatforge.errors import ChatForgeError
+from orchestration.event_log import get_event_log
+from orchestration.events import TERMINAL_TYPES
+
+from . import services
+from .errors import OpenAIError, from_chatforge
+from .translate import (
+    SSE_DONE,
+    SSE_KEEPALIVE,
+    ChatRequest,
+    ChunkRenderer,
+    ToolCallOut,
+    ToolEventCollector,
+    completion_body,
+    parse_chat_request,
+    sse,
+)
+
+logger = logging.getLogger(__name__)
+
+_BLOCK_MS = 5000  # one wait on the event log
+_KEEPALIVE_S = 15.0  # an SSE comment when nothing was sent for this long (proxies close idle streams)
+_MAX_READ_FAILURES = 30
+_END_EVENT = {Run.Status.COMPLETED: "run.completed", Run.Status.FAILED: "run.failed",
+              Run.Status.CANCELLED: "run.cancelled"}
+
+
+# ---------------------------------------------------------------------------
+# Request plumbing
+# ---------------------------------------------------------------------------
+
+
+async def _authenticate(request: HttpRequest) -> AbstractBaseUser:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise OpenAIError(
+            "You didn't provide an API key. Send your ChatForge API token as 'Authorization: Bearer "
+            "<token>' (OpenAI clients: api_key=<token>); create a token in your ChatForge settings.",
+            status=401,
+            code="invalid_api_key",
+        )
+    user = await sync_to_async(user_for_token)(token)
+    if user is None:
+        raise OpenAIError(
+            "Incorrect API key provided: it is not a valid ChatForge API token, or it was revoked. "
+            "Create a new one in your ChatForge settings.",
+            status=401,
+            code="invalid_api_key",
+        )
+    return user
+
+
+def _json_body(request: HttpRequest) -> Any:
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raise OpenAIError(f"The request body is larger than {limit} bytes; send less.", status=413,
+                          code="request_too_large") from None
+    try:
+        return json.loads(raw or b"")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise OpenAIError(
+            f"The request body is not valid JSON ({exc}). Send a JSON object with 'model' and 'messages'.",
+            code="invalid_json",
+        ) from None
+
+
+def _method_not_allowed(allowed: str) -> JsonResponse:
+    response = OpenAIError(f"Use {allowed} on this endpoint.", status=405, code="method_not_allowed").response()
+    response["Allow"] = allowed
+    return response
+
+
+async def _cancel(user: AbstractBaseUser, run_id: str) -> None:
+    """Cancel the run of a client that went away. Shielded: the request's
+    task is being cancelled while this runs."""
+    try:
+        await asyncio.shield(sync_to_async(services.chat_cancel)(user=user, run_id=run_id))
+        logger.info("openai api: client went away; cancelled run %s", run_id)
+    except Exception:
+        logger.exception("openai api: cancelling run %s after the client went away failed", run_id)
+
+
+# ---------------------------------------------------------------------------
+# Following a run
+# ---------------------------------------------------------------------------
+
+
+async def _follow(run_id: str) -> AsyncIterator[dict[str, Any] | None]:
+    """The run's events from the first to the terminal one, live. Yields
+    None after each wait that brought nothing (a chance to keep the client's
+    connection alive). If the log holds no terminal event but Postgres says
+    the run ended (the log expired or was wiped), a terminal event is made
+    from the run's row."""
+    log = get_event_log()
+    after, failures = 0, 0
+    while True:
+        try:
+            events = await log.aread(run_id, after=after, block_ms=_BLOCK_MS)
+            failures = 0
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            # A Redis blip does not end the response: read again from the same seq.
+            failures += 1
+            if failures > _MAX_READ_FAILURES:
+                raise
+            logger.warning("openai api: reading events of run %s failed (%s); retrying", run_id, exc)
+            await asyncio.sleep(min(0.2 * failures, 2.0))
+            continue
+        for event in events:
+            after = event["seq"]
+            yield event
+            if event["type"] in TERMINAL_TYPES:
+                return
+        if not events:
+            end = await sync_to_async(services.run_end)(run_id=run_id)
+            if end is not None:
+                yield {"type": _END_EVENT[end.status], "data": {
+                    "finish_reason": end.finish_reason, "usage": end.usage, "error": end.error}}
+                return
+            yield None
+
+
+class _RoundCalls:
+    """Turns ``tool_call`` events into whole rounds: the first event of a
+    round brings all of the round's calls (read from Postgres, where they
+    were committed together), so a client gets one ``tool_calls`` chunk per
+    round however the events were batched; later events of the round are
+    already covered."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.sent: set[str] = set()
+
+    async def new_calls(self, data: dict[str, Any]) -> list[ToolCallOut]:
+        if data.get("id") in self.sent:
+            return []
+        calls = await sync_to_async(services.round_calls)(run_id=self.run_id, iteration=data.get("iteration", 0))
+        calls = [c for c in calls if c.id not in self.sent]
+        if data.get("id") not in {c.id for c in calls}:  # not in the table: trust the event
+            calls.append(ToolCallOut(id=data["id"], name=data.get("name", ""), arguments=data.get("arguments") or "{}"))
+        self.sent.update(c.id for c in calls)
+        return calls
+
+
+def _run_error(kind: str, data: dict[str, Any], run_id: str) -> OpenAIError:
+    if kind == "run.cancelled":
+        return OpenAIError(
+            f"The run was cancelled before it finished (run {run_id}); what it produced is stored in the "
+            "conversation.",
+            status=409,
+            code="run_cancelled",
+            retry=False,
+        )
+    return OpenAIError(
+        f"The run failed: {data.get('error') or 'no reason recorded'} (run {run_id}).",
+        status=500,
+        type_="server_error",
+        code="run_failed",
+        retry=False,
+    )
+
+
+# ---------------------------------------------------------------------------
+# POST /v1/chat/completions
+# ---------------------------------------------------------------------------
+
+
+@csrf_exempt
+async def chat_completions(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return _method_not_allowed("POST")
+    try:
+        user = await _authenticate(request)
+        chat = parse_chat_request(_json_body(request))
+        await sync_to_async(services.check_message_rate)(user=user, meta=request.META)
+        run = await sync_to_async(services.chat_start)(user=user, request=chat)
+    except OpenAIError as exc:
+        return exc.response()
+    except ChatForgeError as exc:
+        return from_chatforge(exc).response()
+    run_id, conversation_id = str(run.id), str(run.conversation_id)
+    renderer = ChunkRenderer(
+        completion_id=f"chatcmpl-{run.id.hex}",
+        created=int(time.time()),
+        model=chat.model,
+        conversation_id=conversation_id,
+        run_id=run_id,
+    )
+    headers = {"X-ChatForge-Conversation-Id": conversation_id, "X-ChatForge-Run-Id": run_id}
+    if chat.stream:
+        response = StreamingHttpResponse(
+            _stream(user=user, chat=chat, renderer=renderer), content_type="text/event-stream", headers=headers
+        )
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+    response = await _complete(user=user, renderer=renderer)
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+async def _stream(*, user: AbstractBaseUser, chat: ChatRequest, renderer: ChunkRenderer) -> AsyncIterator[bytes]:
+    """The SSE body (PROVIDERS.md §2.4). The first chunk goes out before the
+    model says anything, with the conversation and run ids."""
+    run_id = renderer.run_id
+    ended = False
+    rounds = _RoundCalls(run_id)
+    try:
+        yield sse(renderer.first())
+        last_sent = time.monotonic()
+        async with aclosing(_follow(run_id)) as events:
+            async for event in events:
+                out: list[bytes] = []
+                if event is None:
+                    if time.monotonic() - last_sent >= _KEEPALIVE_S:
+                        out.append(SSE_KEEPALIVE)
+                else:
+                    kind, data = event["type"], event.get("data") or {}
+                    if kind == "content.delta" and data.get("text"):
+                        out.append(sse(renderer.text(data["text"])))
+                    elif kind == "reasoning.delta" and data.get("text"):
+                        out.append(sse(renderer.reasoning(data["text"])))
+                    elif kind == "tool_call":
+                        calls = await rounds.new_calls(data)
+                        if calls:
+                            out.append(sse(renderer.tool_calls(calls)))
+                    elif kind == "tool_output":
+                        out.append(sse(renderer.tool_output(
+                            tool_call_id=data.get("tool_call_id", ""), name=data.get("name", ""),
+                            output=data.get("output", ""))))
+                    elif kind == "run.completed":
+                        ended = True
+                        out.append(sse(renderer.finish(data.get("finish_reason", "stop"))))
+                        if chat.include_usage:
+                            out.append(sse(renderer.usage(data.get("usage"))))
+                        out.append(SSE_DONE)
+                    elif kind in ("run.failed", "run.cancelled"):
+                        ended = True
+                        error = _run_error(kind, data, run_id)
+                        out.append(sse(error.body(conversation_id=renderer.conversation_id, run_id=run_id)))
+                for part in out:
+                    yield part
+                if out:
+                    last_sent = time.monotonic()
+    except Exception:
+        # Headers are out: the failure can only be reported in the stream.
+        logger.exception("openai api: streaming run %s failed", run_id)
+        error = OpenAIError(
+            f"Following the run failed on the server; it may still finish: GET /api/runs/{run_id}/ "
+            "shows its state and the conversation will hold its answer.",
+            status=500, type_="server_error", code="stream_failed",
+        )
+        yield sse(error.body(conversation_id=renderer.conversation_id, run_id=run_id))
+        ended = True  # the run itself is fine: leave it running
+    finally:
+        if not ended:
+            await _cancel(user, run_id)
+
+
+async def _complete(*, user: AbstractBaseUser, renderer: ChunkRenderer) -> HttpResponse:
+    """Wait for the run's end; answer one ``chat.completion`` with the
+    ``tool_events`` collected on the way."""
+    run_id = renderer.run_id
+    collector = ToolEventCollector()
+    rounds = _RoundCalls(run_id)
+    terminal: dict[str, Any] | None = None
+    timeout_s = settings.CHATFORGE_LLM_TIMEOUT_S
+    try:
+        async with asyncio.timeout(timeout_s), aclosing(_follow(run_id)) as events:
+            async for event in events:
+                if event is None:
+                    continue
+                if event["type"] == "tool_call":
+                    collector.on_tool_calls(await rounds.new_calls(event.get("data") or {}))
+                elif event["type"] in TERMINAL_TYPES:
+                    terminal = event
+                else:
+                    collector.on_event(event)
+    except TimeoutError:
+        await _cancel(user, run_id)
+        return OpenAIError(
+            f"The run did not finish within {timeout_s:g} s and was cancelled (run {run_id}). Use "
+            "stream: true for long tool-using answers.",
+            status=504,
+            code="run_timeout",
+            retry=False,
+        ).response(conversation_id=renderer.conversation_id, run_id=run_id)
+    except asyncio.CancelledError:
+        await _cancel(user, run_id)  # the client went away
+        raise
+    assert terminal is not None
+    data = terminal.get("data") or {}
+    if terminal["type"] != "run.completed":
+        return _run_error(terminal["type"], data, run_id).response(
+            conversation_id=renderer.conversation_id, run_id=run_id)
+    end = await sync_to_async(services.run_end)(run_id=run_id)
+    body = completion_body(
+        completion_id=renderer.completion_id,
+        created=renderer.created,
+        model=renderer.model,
+        content=end.content if end else "",
+        finish=data.get("finish_reason", "stop"),
+        usage=data.get("usage"),
+        tool_events=collector.finish(),
+        conversation_id=renderer.conversation_id,
+        run_id=run_id,
+    )
+    return JsonResponse(body)
+
+
+# ---------------------------------------------------------------------------
+# GET /v1/models
+# ---------------------------------------------------------------------------
+
+
+async def models_list(request: HttpRequest) -> HttpResponse:
+    if request.method != "GET":
+        return _method_not_allowed("GET")
+    try:
+        await _authenticate(request)
+    except OpenAIError as exc:
+        return exc.response()
+    return JsonResponse({"object": "list", "data": await sync_to_async(services.model_list)()})
+
+
+async def model_detail(request: HttpRequest, model: str) -> HttpResponse:
+    if request.method != "GET":
+        return _method_not_allowed("GET")
+    try:
+        await _authenticate(request)
+    except OpenAIError as exc:
+        return exc.response()
+    for item in await sync_to_async(services.model_list)():
+        if item["id"] == model:
+            return JsonResponse(item)
+    return OpenAIError(
+        f"The model '{model}' is not configured on this server; GET /v1/models lists those that are.",
+        status=404,
+        param="model",
+        code="model_not_found",
+    ).response()

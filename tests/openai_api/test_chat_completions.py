@@ -1,0 +1,344 @@
+"""The official OpenAI Python SDK against the live distributed stack: chats
+with server-side tools (given by name), streamed and not, the ``.stream()``
+helper, continuing a conversation, errors in OpenAI's shape, and a client
+that disconnects mid-run cancelling it."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import openai
+import pytest
+
+from chatforge.conversations.models import Conversation, Message, Run
+from tests.fakes.openai_server import Reply, echo_user
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def sdk(stack, token: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=stack.http_url + "/v1", api_key=token, max_retries=0, timeout=60)
+
+
+def two_rounds() -> list[Reply]:
+    return [
+        Reply(text="Let me work it out.", tool_calls=[("calculator", {"expression": "6*7"}), ("echo", {"text": "hi"})]),
+        Reply(text=" One more.", tool_calls=[("echo", {"text": "again"})]),
+        Reply(text=" The answer is 42."),
+    ]
+
+
+def extra(model, name: str):
+    return (model.model_extra or {}).get(name)
+
+
+def wait_for_status(run_id: str, statuses: set[str], timeout: float = 60) -> Run:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = Run.objects.get(pk=run_id)
+        if run.status in statuses:
+            return run
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} is still {Run.objects.get(pk=run_id).status}")
+
+
+def test_streamed_chat_with_tools_by_name(stack, fake_llm, make_user):
+    fake_llm.add_script("oa-stream", two_rounds())
+    _, token = make_user()
+
+    stream = sdk(stack, token).chat.completions.create(
+        model="oa-stream", messages=[{"role": "user", "content": "What is 6*7?"}],
+        tools=["calculator", "echo"], stream=True, stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+
+    assert len({(c.id, c.created) for c in chunks}) == 1
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    run_id, conversation_id = extra(chunks[0], "run_id"), extra(chunks[0], "conversation_id")
+    assert all(extra(c, "run_id") == run_id and extra(c, "conversation_id") == conversation_id for c in chunks)
+    # The first chunk carries no model output, only who is answering and where.
+    assert chunks[0].choices[0].delta.role == "assistant" and not chunks[0].choices[0].delta.content
+
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    text = "".join(d.content or "" for d in deltas)
+    assert text == "Let me work it out. One more. The answer is 42."
+    rounds = [[(t.index, t.function.name) for t in d.tool_calls] for d in deltas if d.tool_calls]
+    assert rounds == [[(0, "calculator"), (1, "echo")], [(2, "echo")]]
+    calls = [t for d in deltas for t in d.tool_calls or []]
+    assert all(t.id and t.type == "function" for t in calls)
+    assert json.loads(calls[0].function.arguments) == {"expression": "6*7"}
+    outputs = [extra(d, "tool_output") for d in deltas if extra(d, "tool_output")]
+    # A round's tools run in parallel: their outputs come as each finishes.
+    by_call = {o["tool_call_id"]: o for o in outputs}
+    assert len(outputs) == 3 and set(by_call) == {t.id for t in calls}
+    assert [by_call[t.id]["name"] for t in calls] == ["calculator", "echo", "echo"]
+    assert json.loads(by_call[calls[0].id]["output"])["result"] == 42 and by_call[calls[2].id]["output"] == "again"
+    # Each round's outputs come after its calls, before the next round.
+    kinds = ["calls" if d.tool_calls else "output" if extra(d, "tool_output") else None for d in deltas]
+    assert [k for k in kinds if k] == ["calls", "output", "output", "calls", "output"]
+
+    assert chunks[-2].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens > 0
+    assert [c for c in chunks if c.choices and c.choices[0].finish_reason] == [chunks[-2]]
+
+    # The tools were expanded from their names: the model got ChatForge's specs.
+    sent = fake_llm.requests_for("oa-stream")[0]["tools"]
+    assert [t["function"]["name"] for t in sent] == ["calculator", "echo"]
+    assert all(t["function"]["parameters"]["properties"] for t in sent)
+
+    run = Run.objects.get(pk=run_id)
+    assert run.status == "completed" and str(run.conversation_id) == conversation_id
+    assert Message.objects.get(run=run, role="assistant").content == " The answer is 42."
+
+
+def test_raw_stream_is_sse_ending_with_done(stack, fake_llm, make_user):
+    fake_llm.add_script("oa-raw", [Reply(text="Hello there.", delay_s=0.5)])
+    _, token = make_user()
+    body = {"model": "oa-raw", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with httpx.stream("POST", stack.http_url + "/v1/chat/completions", json=body, timeout=60,
+                      headers={"Authorization": f"Bearer {token}"}) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = response.iter_lines()
+        first = next(line for line in lines if line)
+        # Early metadata: the conversation exists and is named before the model answers.
+        chunk = json.loads(first.removeprefix("data: "))
+        assert Conversation.objects.filter(pk=chunk["conversation_id"]).exists()
+        assert chunk["choices"][0]["delta"] == {"role": "assistant", "content": "", "refusal": None}
+        assert response.headers["x-chatforge-run-id"] == chunk["run_id"]
+        rest = [line for line in lines if line]
+    assert all(line.startswith("data: ") for line in rest)
+    assert rest[-1] == "data: [DONE]"
+    assert not any(json.loads(line[6:]).get("usage") for line in rest[:-1])  # include_usage was not asked for
+
+
+def test_non_streamed_chat_with_tool_events(stack, fake_llm, make_user):
+    fake_llm.add_script("oa-json", two_rounds())
+    _, token = make_user()
+
+    completion = sdk(stack, token).chat.completions.create(
+        model="oa-json", messages=[{"role": "user", "content": "What is 6*7?"}], tools=["calculator", "echo"],
+    )
+
+    assert completion.object == "chat.completion" and completion.id.startswith("chatcmpl-")
+    choice = completion.choices[0]
+    assert choice.message.content == " The answer is 42." and choice.finish_reason == "stop"
+    assert not choice.message.tool_calls  # the server ran them
+    assert completion.usage.total_tokens == completion.usage.prompt_tokens + completion.usage.completion_tokens > 0
+    events = extra(completion, "tool_events")
+    assert [e["type"] for e in events] == [
+        "text", "tool_call", "tool_call", "tool_output", "tool_output", "text", "tool_call", "tool_output", "text"]
+    assert [e["value"] for e in events if e["type"] == "text"] == ["Let me work it out.", " One more.",
+                                                                  " The answer is 42."]
+    call = events[1]["value"]
+    assert call["type"] == "function" and call["function"]["name"] == "calculator"
+    assert json.loads(call["function"]["arguments"]) == {"expression": "6*7"}
+    outputs = {e["value"]["tool_call_id"]: e["value"] for e in events if e["type"] == "tool_output"}
+    assert json.loads(outputs[call["id"]]["output"])["result"] == 42
+    run = Run.objects.get(pk=extra(completion, "run_id"))
+    assert run.status == "completed" and str(run.conversation_id) == extra(completion, "conversation_id")
+
+
+def test_stream_helper_yields_text_and_tool_calls(stack, fake_llm, make_user):
+    fake_llm.add_script("oa-helper", two_rounds())
+    _, token = make_user()
+    client = sdk(stack, token)
+
+    # Bare names go in extra_body: the helper itself reads ``tools`` as full specs.
+    with client.chat.completions.stream(
+        model="oa-helper", messages=[{"role": "user", "content": "What is 6*7?"}],
+        extra_body={"tools": ["calculator", "echo"]},
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_completion()
+
+    text = "".join(e.delta for e in events if e.type == "content.delta")
+    assert text == "Let me work it out. One more. The answer is 42."
+    done = [(e.index, e.name) for e in events if e.type == "tool_calls.function.arguments.done"]
+    assert done == [(0, "calculator"), (1, "echo"), (2, "echo")]
+    message = final.choices[0].message
+    assert message.content == text
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls] == [
+        ("calculator", {"expression": "6*7"}), ("echo", {"text": "hi"}), ("echo", {"text": "again"})]
+    assert final.choices[0].finish_reason == "stop"
+
+
+def test_stream_helper_with_full_tool_specs(stack, fake_llm, make_user):
+    fake_llm.add_script("oa-helper-specs", two_rounds())
+    _, token = make_user()
+    specs = [{"type": "function", "function": {"name": name, "description": "ours",
+                                               "parameters": {"type": "object", "properties": {}}}}
+             for name in ("calculator", "echo")]
+    with sdk(stack, token).chat.completions.stream(
+        model="oa-helper-specs", messages=[{"role": "user", "content": "What is 6*7?"}], tools=specs,
+    ) as stream:
+        final = stream.get_final_completion()
+    assert [c.function.name for c in final.choices[0].message.tool_calls] == ["calculator", "echo", "echo"]
+    # ChatForge's own specs reached the model, not the client's.
+    sent = fake_llm.requests_for("oa-helper-specs")[0]["tools"]
+    assert all(t["function"]["description"] != "ours" for t in sent)
+
+
+def test_history_of_a_new_conversation_is_stored_and_continuing_sends_only_the_new_message(
+    stack, fake_llm, make_user
+):
+    fake_llm.add_script("oa-echo", echo_user())
+    _, token = make_user()
+    client = sdk(stack, token)
+    history = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "noted"},
+        {"role": "user", "content": [{"type": "text", "text": "second"}]},
+    ]
+
+    first = client.chat.completions.create(model="oa-echo", messages=history, tool_choice="none")
+    conversation_id = extra(first, "conversation_id")
+    assert first.choices[0].message.content == "You said: second"
+    seen = fake_llm.requests_for("oa-echo")[-1]
+    assert [(m["role"], m["content"]) for m in seen["messages"]] == [
+        ("system", "Be brief."), ("user", "first"), ("assistant", "noted"), ("user", "second")]
+    assert not seen.get("tools")  # tool_choice "none"
+
+    history += [{"role": "assistant", "content": first.choices[0].message.content},
+                {"role": "user", "content": "third"}]
+    second = client.chat.completions.create(
+        model="oa-echo", messages=history, extra_body={"conversation_id": conversation_id}, tool_choice="none",
+    )
+    assert extra(second, "conversation_id") == conversation_id
+    assert second.choices[0].message.content == "You said: third"
+    seen = fake_llm.requests_for("oa-echo")[-1]
+    assert [(m["role"], m["content"]) for m in seen["messages"]] == [
+        ("system", "Be brief."), ("user", "first"), ("assistant", "noted"), ("user", "second"),
+        ("assistant", "You said: second"), ("user", "third")]
+    stored = Message.objects.filter(conversation_id=conversation_id).order_by("created_at", "id")
+    assert [m.role for m in stored] == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+
+    _, stranger = make_user()
+    with pytest.raises(openai.NotFoundError) as caught:
+        sdk(stack, stranger).chat.completions.create(
+            model="oa-echo", messages=[{"role": "user", "content": "mine?"}],
+            extra_body={"conversation_id": conversation_id})
+    assert caught.value.body["code"] == "conversation_not_found"
+    assert caught.value.body["param"] == "conversation_id"
+
+
+@pytest.mark.parametrize(("options", "param", "text"), [
+    ({"n": 2}, "n", "'n'"),
+    ({"logprobs": True, "top_logprobs": 2}, "logprobs", "'top_logprobs'"),
+    ({"functions": [{"name": "f", "parameters": {}}]}, "functions", "'functions'"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}},
+     "response_format", "'response_format'"),
+    ({"tool_choice": "required", "tools": ["echo"]}, "tool_choice", "'required'"),
+    ({"tools": ["no_such_tool"]}, "tools", "no_such_tool"),
+    ({"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "c", "content": "x"},
+                   {"role": "user", "content": "so?"}]}, "messages", "ChatForge runs tools on the server"),
+])
+def test_refused_requests_get_openai_errors(stack, make_user, options, param, text):
+    user, token = make_user()
+    request = {"model": "demo", "messages": [{"role": "user", "content": "hi"}], **options}
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk(stack, token).chat.completions.create(**request)
+    error = caught.value.body
+    assert error.keys() == {"message", "type", "param", "code"}
+    assert error["type"] == "invalid_request_error" and error["param"] == param and text in error["message"]
+    assert not Conversation.objects.filter(user=user).exists()
+
+
+def test_a_refused_tool_leaves_no_conversation(stack, make_user):
+    user, token = make_user()
+    with pytest.raises(openai.BadRequestError):
+        sdk(stack, token).chat.completions.create(
+            model="demo", messages=[{"role": "system", "content": "x"}, {"role": "user", "content": "hi"}],
+            tools=["no_such_tool"])
+    assert not Conversation.objects.filter(user=user).exists()
+
+
+def test_bad_token_and_bad_json(stack):
+    with pytest.raises(openai.AuthenticationError) as caught:
+        sdk(stack, "cf_not-a-token").chat.completions.create(
+            model="demo", messages=[{"role": "user", "content": "hi"}])
+    assert caught.value.status_code == 401 and caught.value.body["code"] == "invalid_api_key"
+    with pytest.raises(openai.AuthenticationError):
+        sdk(stack, "cf_not-a-token").models.list()
+
+    response = httpx.post(stack.http_url + "/v1/chat/completions", content=b"{not json", timeout=30,
+                          headers={"Authorization": "Bearer nope"})
+    assert response.status_code == 401
+    response = httpx.get(stack.http_url + "/v1/chat/completions", timeout=30)
+    assert response.status_code == 405 and response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_malformed_json_is_a_400(stack, make_user):
+    _, token = make_user()
+    response = httpx.post(stack.http_url + "/v1/chat/completions", content=b"{not json", timeout=30,
+                          headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_json"
+
+
+def test_failed_run(stack, fake_llm, make_user):
+    fake_llm.add_script("oa-broken", [Reply(fail_status=400, fail_times=10, fail_message="This model does not exist.")])
+    _, token = make_user()
+    client = sdk(stack, token)
+
+    with pytest.raises(openai.APIError) as caught:
+        for _ in client.chat.completions.create(
+            model="oa-broken", messages=[{"role": "user", "content": "hi"}], stream=True):
+            pass
+    assert "The run failed" in caught.value.message
+
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model="oa-broken", messages=[{"role": "user", "content": "hi"}])
+    assert caught.value.body["code"] == "run_failed"
+    assert caught.value.response.headers["x-should-retry"] == "false"
+
+
+def test_a_streaming_client_that_disconnects_cancels_the_run(stack, fake_llm, make_user):
+    slow = Reply(text=" ".join(f"word{i}" for i in range(300)), chunk_delay_s=0.1)
+    fake_llm.add_script("oa-slow", [slow])
+    _, token = make_user()
+    body = {"model": "oa-slow", "messages": [{"role": "user", "content": "talk slowly"}], "stream": True}
+
+    with httpx.stream("POST", stack.http_url + "/v1/chat/completions", json=body, timeout=60,
+                      headers={"Authorization": f"Bearer {token}"}) as response:
+        data = (json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {"))
+        first = next(data)
+        text = next(chunk for chunk in data if chunk["choices"][0]["delta"].get("content"))
+        run_id = first["run_id"]
+        assert Run.objects.get(pk=run_id).status in ("queued", "running")
+    # Leaving the block closed the connection mid-answer.
+
+    run = wait_for_status(run_id, {"cancelled", "completed", "failed"})
+    assert run.status == "cancelled"
+    assert text["run_id"] == run_id
+
+
+def test_models_list(stack, make_user):
+    _, token = make_user()
+    client = sdk(stack, token)
+    models = client.models.list()
+    ids = [m.id for m in models.data]
+    assert "demo" in ids
+    demo = client.models.retrieve("demo")
+    assert demo.object == "model" and demo.owned_by == "chatforge" and extra(demo, "validated") is False
+    assert all(isinstance(extra(m, "validated"), bool) for m in models.data)
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.models.retrieve("no-such-model")
+    assert caught.value.body["code"] == "model_not_found"
+
+
+def test_a_waiting_client_that_disconnects_cancels_the_run(stack, fake_llm, make_user):
+    fake_llm.add_script("oa-slow-json", [Reply(text=" ".join(f"word{i}" for i in range(300)), chunk_delay_s=0.1)])
+    user, token = make_user()
+    body = {"model": "oa-slow-json", "messages": [{"role": "user", "content": "talk slowly"}]}
+
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(stack.http_url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {token}"},
+                   timeout=httpx.Timeout(30, read=2))
+
+    run = Run.objects.get(user=user)
+    assert wait_for_status(str(run.id), {"cancelled", "completed", "failed"}).status == "cancelled"
+

@@ -1,0 +1,220 @@
+"""Request checking and chunk rendering of the OpenAI-compatible API, without
+a server: what is accepted, what is refused (naming it), and that the
+official SDK's stream accumulator reads our chunks correctly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from openai.lib.streaming.chat._completions import ChatCompletionStreamState
+from openai.types.chat import ChatCompletionChunk
+
+from chatforge.openai_api.errors import OpenAIError
+from chatforge.openai_api.translate import (
+    NO_CLIENT_TOOLS,
+    ChunkRenderer,
+    PriorMessage,
+    ToolCallOut,
+    ToolEventCollector,
+    completion_body,
+    parse_chat_request,
+    sse,
+)
+
+USER = {"role": "user", "content": "What is 6*7?"}
+
+
+def body(**fields):
+    return {"model": "m", "messages": [USER], **fields}
+
+
+def refused(payload) -> OpenAIError:
+    with pytest.raises(OpenAIError) as caught:
+        parse_chat_request(payload)
+    assert caught.value.status == 400
+    return caught.value
+
+
+def test_a_plain_request():
+    chat = parse_chat_request(body(stream=True, stream_options={"include_usage": True}, temperature=0.2,
+                                   max_completion_tokens=100, reasoning_effort="low"))
+    assert chat.model == "m" and chat.content == "What is 6*7?" and chat.prior == []
+    assert chat.tools is None  # ChatForge's default tools
+    assert chat.stream and chat.include_usage
+    assert (chat.temperature, chat.max_tokens, chat.reasoning_effort) == (0.2, 100, "low")
+
+
+def test_history_roles_and_text_parts():
+    chat = parse_chat_request(body(messages=[
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "there"}]},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "assistant", "content": None},
+        {"role": "user", "content": [{"type": "text", "text": "And now?"}]},
+    ]))
+    assert chat.prior == [PriorMessage("system", "Be brief."), PriorMessage("user", "Hi\nthere"),
+                          PriorMessage("assistant", "Hello.")]
+    assert chat.content == "And now?"
+
+
+def test_continuing_a_conversation_takes_only_the_last_user_message():
+    chat = parse_chat_request(body(conversation_id="abc", messages=[
+        {"role": "user", "content": "old"}, {"role": "assistant", "content": "old answer"},
+        {"role": "user", "content": "new"}]))
+    assert chat.conversation_id == "abc" and chat.prior == [] and chat.content == "new"
+
+
+def test_tools_by_name_and_by_spec():
+    spec = {"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}
+    assert parse_chat_request(body(tools=["echo", spec, "echo"])).tools == ["echo", "calculator"]
+    assert parse_chat_request(body(tools=["echo"], tool_choice="auto")).tools == ["echo"]
+    assert parse_chat_request(body(tools=["echo"], tool_choice="none")).tools == []
+    assert parse_chat_request(body(tool_choice="none")).tools == []
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "echo"}}])
+def test_other_tool_choices_are_refused_by_value(choice):
+    error = refused(body(tools=["echo"], tool_choice=choice))
+    assert error.param == "tool_choice" and error.code == "unsupported_value"
+    assert (choice if isinstance(choice, str) else '"function"') in error.message
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("n", 2), ("logprobs", True), ("top_logprobs", 3), ("functions", [{"name": "f"}]),
+    ("audio", {"voice": "alloy"}), ("modalities", ["text", "audio"]), ("top_p", 0.5),
+    ("response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}),
+    ("parallel_tool_calls", False), ("no_such_thing", 1),
+])
+def test_unsupported_parameters_are_named(field, value):
+    error = refused(body(**{field: value}))
+    assert error.param == field and error.code == "unsupported_parameter"
+    assert f"'{field}'" in error.message
+
+
+def test_default_values_of_unsupported_parameters_pass():
+    parse_chat_request(body(n=1, logprobs=False, modalities=["text"], response_format={"type": "text"},
+                            parallel_tool_calls=True, user="u1", metadata={"a": "b"}, top_p=None))
+
+
+def test_several_unsupported_parameters_are_all_named():
+    error = refused(body(n=3, logprobs=True))
+    assert "'logprobs'" in error.message and "'n'" in error.message
+
+
+@pytest.mark.parametrize("messages", [
+    [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "c1", "content": "42"},
+     {"role": "user", "content": "so?"}],
+    [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{}"}}]},
+     {"role": "user", "content": "so?"}],
+])
+def test_client_side_tool_messages_are_refused(messages):
+    error = refused(body(messages=messages))
+    assert NO_CLIENT_TOOLS in error.message and error.param == "messages"
+
+
+@pytest.mark.parametrize(("payload", "param", "text"), [
+    ({"messages": [USER]}, "model", "'model' is required"),
+    (body(messages=[]), "messages", "non-empty"),
+    (body(messages=[USER, {"role": "assistant", "content": "x"}]), "messages", "last message must be the user's"),
+    (body(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
+     "messages", "'image_url'"),
+    (body(messages=[{"role": "wizard", "content": "x"}]), "messages", "unknown role"),
+    (body(tools=[{"type": "custom", "custom": {"name": "x"}}]), "tools", "'custom'"),
+    (body(tools=[{"name": "x"}]), "tools", "must be a tool name"),
+    (body(temperature=5), "temperature", "from 0 to 2"),
+    (body(max_tokens=0), "max_tokens", "positive integer"),
+    (body(stream="yes"), "stream", "true or false"),
+])
+def test_malformed_requests_say_what_to_fix(payload, param, text):
+    error = refused(payload)
+    assert error.param == param and text in error.message
+    assert error.body()["error"].keys() == {"message", "type", "param", "code"}
+    assert error.body()["error"]["type"] == "invalid_request_error"
+
+
+def renderer() -> ChunkRenderer:
+    return ChunkRenderer(completion_id="chatcmpl-1", created=123, model="m", conversation_id="conv", run_id="run")
+
+
+def two_round_chunks() -> list[dict]:
+    r = renderer()
+    return [
+        r.first(),
+        r.text("Let me check."),
+        r.tool_calls([ToolCallOut("call_a", "calculator", '{"expression":"6*7"}'),
+                      ToolCallOut("call_b", "echo", '{"text":"x"}')]),
+        r.tool_output(tool_call_id="call_a", name="calculator", output='{"result":42}'),
+        r.tool_output(tool_call_id="call_b", name="echo", output="x"),
+        r.tool_calls([ToolCallOut("call_c", "echo", '{"text":"y"}')]),
+        r.tool_output(tool_call_id="call_c", name="echo", output="y"),
+        r.text(" It is 42."),
+        r.finish("stop"),
+        r.usage({"prompt_tokens": 10, "completion_tokens": 5}),
+    ]
+
+
+def test_chunks_share_id_and_carry_the_run():
+    chunks = two_round_chunks()
+    assert {(c["id"], c["created"], c["object"]) for c in chunks} == {("chatcmpl-1", 123, "chat.completion.chunk")}
+    assert all(c["conversation_id"] == "conv" and c["run_id"] == "run" for c in chunks)
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": "", "refusal": None}
+    assert [e["index"] for e in chunks[2]["choices"][0]["delta"]["tool_calls"]] == [0, 1]
+    assert [e["index"] for e in chunks[5]["choices"][0]["delta"]["tool_calls"]] == [2]
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] == 15
+    assert sse(chunks[0]).startswith(b"data: {") and sse(chunks[0]).endswith(b"}\n\n")
+
+
+def test_the_sdk_accumulator_keeps_every_call_of_every_round_intact():
+    state = ChatCompletionStreamState()
+    events = []
+    for chunk in two_round_chunks():
+        events.extend(state.handle_chunk(ChatCompletionChunk.model_validate(json.loads(sse(chunk)[6:]))))
+    message = state.get_final_completion().choices[0].message
+    assert message.content == "Let me check. It is 42."
+    assert [(c.id, c.function.name, c.function.arguments) for c in message.tool_calls] == [
+        ("call_a", "calculator", '{"expression":"6*7"}'), ("call_b", "echo", '{"text":"x"}'),
+        ("call_c", "echo", '{"text":"y"}')]
+    done = [e for e in events if e.type == "tool_calls.function.arguments.done"]
+    assert [(e.index, e.name) for e in done] == [(0, "calculator"), (1, "echo"), (2, "echo")]
+
+
+def test_unknown_finish_reasons_read_as_stop():
+    assert renderer().finish("tool_calls")["choices"][0]["finish_reason"] == "stop"
+    assert renderer().finish("length")["choices"][0]["finish_reason"] == "length"
+
+
+def event(type_, **data):
+    return {"type": type_, "data": data}
+
+
+def test_tool_events_in_order_with_retried_text_dropped():
+    collector = ToolEventCollector()
+    collector.on_event(event("llm.started", iteration=0))
+    collector.on_event(event("content.delta", text="Let me "))
+    collector.on_event(event("llm.retry", iteration=0, attempt=1, error="503", retry_in_s=0.1, discard_text=True))
+    collector.on_event(event("content.delta", text="Let me check."))
+    collector.on_tool_calls([ToolCallOut("call_a", "echo", '{"text":"x"}')])
+    collector.on_event(event("tool_output", tool_call_id="call_a", name="echo", output="x", status="success"))
+    collector.on_event(event("llm.started", iteration=1))
+    collector.on_event(event("content.delta", text="half"))
+    collector.on_event(event("llm.started", iteration=1))  # the turn's worker died; it runs again
+    collector.on_event(event("content.delta", text="Done."))
+    assert collector.finish() == [
+        {"type": "text", "value": "Let me check."},
+        {"type": "tool_call", "value": {"id": "call_a", "type": "function",
+                                        "function": {"name": "echo", "arguments": '{"text":"x"}'}}},
+        {"type": "tool_output", "value": {"tool_call_id": "call_a", "name": "echo", "output": "x"}},
+        {"type": "text", "value": "Done."},
+    ]
+
+
+def test_completion_body_has_no_client_tool_calls():
+    completion = completion_body(completion_id="chatcmpl-1", created=1, model="m", content="42", finish="stop",
+                                 usage={"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+                                 tool_events=[], conversation_id="c", run_id="r")
+    assert completion["object"] == "chat.completion"
+    assert completion["choices"][0]["message"] == {"role": "assistant", "content": "42", "refusal": None}
+    assert completion["usage"] == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
