@@ -2,6 +2,8 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from chatforge.realtime.sse import run_events_sse
+
 from .model_views import ModelListView, ToolTestView
 from .tool_views import ToolViewSet
 from .views import ConversationViewSet, RunViewSet
@@ -16,6 +18,7 @@ urlpatterns = [
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     re_path(r"^tools/test/?$", ToolTestView.as_view(), name="tool-test"),
     path("models/", ModelListView.as_view(), name="models"),
+    path("runs/<str:run_id>/events/", run_events_sse, name="run-events"),
     path("", include(router.urls)),
     path("", include("chatforge.accounts.urls")),
 ]

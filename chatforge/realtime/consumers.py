@@ -1,30 +1,43 @@
-"""Websocket for one run's events: replay what the client missed (``after``),
-then tail live events from the run's event log until the terminal event."""
+"""Websockets for run events.
+
+``/ws/runs/{run_id}/?after=N``: one run's events — replay what the client
+missed, then live ones, closing after the terminal event.
+``/ws/conversations/{id}/``: the events of every run of one conversation,
+those active when the client connects and those started while it stays
+connected; it stays open until the client leaves.
+
+Both read through ``streams.run_events``, which sends a snapshot from
+Postgres where the event log lost what the client asks for.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+from datetime import timedelta
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.utils import timezone
 
-from chatforge.conversations.models import Run
-from chatforge.conversations.selectors import run_of
-from orchestration.event_log import get_event_log
+from chatforge.conversations.models import Conversation, Run
+from chatforge.conversations.selectors import conversations_of, run_of
 from orchestration.events import TERMINAL_TYPES
 from orchestration.services.runs import run_request_cancel
+
+from .streams import run_events
 
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
-_BLOCK_MS = 5000
-_MAX_READ_FAILURES = 30
+# How often the conversation socket looks for runs started since the last look.
+NEW_RUN_POLL_S = 1.0
+# Runs created this long before the socket connected count as new if they
+# were not seen at connect (tolerates clock differences between web hosts).
+NEW_RUN_GRACE = timedelta(seconds=60)
 
 
 def _after_from_query(query_string: bytes) -> int:
@@ -35,12 +48,31 @@ def _after_from_query(query_string: bytes) -> int:
         return 0
 
 
-def _run_is_terminal(run_id: str) -> bool:
-    status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
-    return status is None or status in Run.TERMINAL
+class _EventSocket(AsyncWebsocketConsumer):
+    async def _send_error(self, message: str) -> None:
+        await self.send(text_data=json.dumps({"type": "error", "data": {"message": message}}))
+
+    async def _receive_json(self, text_data: str | None) -> dict | None:
+        try:
+            message = json.loads(text_data or "")
+        except json.JSONDecodeError:
+            await self._send_error('Messages must be JSON, e.g. {"type": "cancel"}.')
+            return None
+        if not isinstance(message, dict):
+            await self._send_error('Messages must be JSON objects, e.g. {"type": "cancel"}.')
+            return None
+        return message
+
+    async def _stream_run(self, run_id: str, after: int) -> bool:
+        """Send the run's events; True when its terminal event was sent."""
+        async for event in run_events(run_id, after=after):
+            await self.send(text_data=json.dumps(event, ensure_ascii=False))
+            if event["type"] in TERMINAL_TYPES:
+                return True
+        return False
 
 
-class RunEventsConsumer(AsyncWebsocketConsumer):
+class RunEventsConsumer(_EventSocket):
     run: Run | None = None
     _tail: asyncio.Task | None = None
 
@@ -59,33 +91,9 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
         self._tail = asyncio.create_task(self._send_events(str(self.run.id), after))
 
     async def _send_events(self, run_id: str, after: int) -> None:
-        log = get_event_log()
-        failures = 0
         try:
-            while True:
-                try:
-                    events = await log.aread(run_id, after=after, block_ms=_BLOCK_MS)
-                    failures = 0
-                except (RedisConnectionError, RedisTimeoutError) as exc:
-                    # A Redis blip must not end the client's stream: wait and
-                    # read again from the same seq (nothing is lost or repeated).
-                    failures += 1
-                    if failures > _MAX_READ_FAILURES:
-                        raise
-                    logger.warning("reading events of run %s failed (%s); retrying", run_id, exc)
-                    await asyncio.sleep(min(0.2 * failures, 2.0))
-                    continue
-                for event in events:
-                    await self.send(text_data=json.dumps(event, ensure_ascii=False))
-                    after = event["seq"]
-                    if event["type"] in TERMINAL_TYPES:
-                        await self.close()
-                        return
-                if not events and await database_sync_to_async(_run_is_terminal)(run_id):
-                    # The run ended but its log has no terminal event for us
-                    # (expired or wiped): nothing more will come.
-                    await self.close()
-                    return
+            await self._stream_run(run_id, after)
+            await self.close()
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -98,15 +106,136 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
             self._tail.cancel()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        try:
-            message = json.loads(text_data or "")
-        except json.JSONDecodeError:
-            await self._send_error('Messages must be JSON, e.g. {"type": "cancel"}.')
+        message = await self._receive_json(text_data)
+        if message is None:
             return
-        if isinstance(message, dict) and message.get("type") == "cancel" and self.run is not None:
+        if message.get("type") == "cancel" and self.run is not None:
             await database_sync_to_async(run_request_cancel)(run=self.run)
             return
         await self._send_error('Unknown message. The only message accepted is {"type": "cancel"}.')
 
-    async def _send_error(self, message: str) -> None:
-        await self.send(text_data=json.dumps({"type": "error", "data": {"message": message}}))
+
+def _runs_to_follow(conversation_id: str, *, since, seen: set[str]) -> tuple[list[str], bool]:
+    """Ids of the conversation's runs not yet seen that are active or were
+    created since ``since``; and whether the conversation still exists."""
+    if not Conversation.objects.filter(pk=conversation_id).exists():
+        return [], False
+    rows = Run.objects.filter(conversation_id=conversation_id, created_at__gte=since).values_list("id", flat=True)
+    active = Run.objects.filter(
+        conversation_id=conversation_id, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
+    ).values_list("id", flat=True)
+    found = {str(run_id) for run_id in [*rows, *active]}
+    ordered = sorted(found - seen)
+    return ordered, True
+
+
+def _recent_finished_run_ids(conversation_id: str, since) -> set[str]:
+    return {
+        str(run_id)
+        for run_id in Run.objects.filter(conversation_id=conversation_id, created_at__gte=since)
+        .exclude(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+        .values_list("id", flat=True)
+    }
+
+
+class ConversationEventsConsumer(_EventSocket):
+    """Every run of one conversation: the runs active at connect, then each
+    run started later (found by looking for new runs once a second).
+    Runs that had already ended when the client connected are not replayed:
+    their messages are in ``GET /api/conversations/{id}/messages/``."""
+
+    conversation_id: str | None = None
+    _watcher: asyncio.Task | None = None
+
+    async def connect(self) -> None:
+        self._tails: dict[str, asyncio.Task] = {}
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
+        conversation = await database_sync_to_async(_conversation_of)(user, conversation_id)
+        if conversation is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.user = user
+        self.conversation_id = str(conversation.id)
+        await self.accept()
+        self._watcher = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        conversation_id = self.conversation_id
+        assert conversation_id is not None
+        since = timezone.now() - NEW_RUN_GRACE
+        # Runs that ended before we connected (within the grace window) are
+        # history, not news: mark them seen.
+        seen = await database_sync_to_async(_recent_finished_run_ids)(conversation_id, since)
+        try:
+            while True:
+                new, exists = await database_sync_to_async(_runs_to_follow)(
+                    conversation_id, since=since, seen=seen
+                )
+                if not exists:
+                    await self.close(code=CLOSE_NOT_FOUND)
+                    return
+                for run_id in new:
+                    seen.add(run_id)
+                    self._tails[run_id] = asyncio.create_task(self._follow(run_id))
+                await asyncio.sleep(NEW_RUN_POLL_S)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("watching conversation %s failed", conversation_id)
+            await self.close(code=1011)
+
+    async def _follow(self, run_id: str) -> None:
+        try:
+            await self._stream_run(run_id, 0)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("event stream for run %s failed", run_id)
+            await self.close(code=1011)
+        finally:
+            self._tails.pop(run_id, None)
+
+    async def disconnect(self, code: int) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+        for task in list(getattr(self, "_tails", {}).values()):
+            task.cancel()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        message = await self._receive_json(text_data)
+        if message is None:
+            return
+        if message.get("type") == "cancel":
+            run = await database_sync_to_async(_run_in_conversation)(
+                self.user, str(message.get("run_id") or ""), self.conversation_id
+            )
+            if run is None:
+                await self._send_error(
+                    'Name the run to cancel: {"type": "cancel", "run_id": "<a run of this conversation>"}.'
+                )
+                return
+            await database_sync_to_async(run_request_cancel)(run=run)
+            return
+        await self._send_error(
+            'Unknown message. The only message accepted is {"type": "cancel", "run_id": "…"}.'
+        )
+
+
+def _conversation_of(user, conversation_id: str) -> Conversation | None:
+    from django.core.exceptions import ValidationError
+
+    try:
+        return conversations_of(user).filter(pk=conversation_id).first()
+    except (ValueError, ValidationError):
+        return None
+
+
+def _run_in_conversation(user, run_id: str, conversation_id: str | None) -> Run | None:
+    run = run_of(user, run_id) if run_id else None
+    if run is None or str(run.conversation_id) != conversation_id:
+        return None
+    return run

@@ -6,10 +6,11 @@ from django.conf import settings
 from django.urls import path
 
 from .auth import auth_stack
-from .consumers import RunEventsConsumer
+from .consumers import ConversationEventsConsumer, RunEventsConsumer
 
 websocket_urlpatterns = [
     path("ws/runs/<str:run_id>/", RunEventsConsumer.as_asgi()),
+    path("ws/conversations/<str:conversation_id>/", ConversationEventsConsumer.as_asgi()),
 ]
 
 

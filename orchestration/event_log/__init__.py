@@ -11,7 +11,8 @@ from functools import lru_cache
 
 from django.conf import settings
 
-from .base import EventLog
+from .base import EventLog, LogInfo
+from .continuity import log_may_start_fresh
 
 
 @lru_cache(maxsize=1)
@@ -24,10 +25,11 @@ def get_event_log() -> EventLog:
             active_ttl_s=settings.CHATFORGE_EVENTS_ACTIVE_TTL_S,
             ended_ttl_s=settings.CHATFORGE_EVENTS_ENDED_TTL_S,
             max_len=settings.CHATFORGE_EVENTS_MAX_PER_RUN,
+            may_start_fresh=log_may_start_fresh,
         )
     from .memory import InMemoryEventLog
 
-    return InMemoryEventLog()
+    return InMemoryEventLog(may_start_fresh=log_may_start_fresh)
 
 
-__all__ = ["EventLog", "get_event_log"]
+__all__ = ["EventLog", "LogInfo", "get_event_log"]

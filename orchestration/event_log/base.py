@@ -8,13 +8,37 @@
   always the last one.
 - ``read`` returns events with ``seq > after`` in order, waiting up to
   ``block_ms`` for new ones when there are none yet.
+- A log can be lost (expired, deleted, Redis wiped). When a run whose log
+  was already written appends again, the new log does not restart at 1: it
+  continues from a *floor* above every seq the lost log can have handed out
+  (see ``continuity.py`` and docs/decisions/0006-snapshots.md), so a client
+  never sees a seq twice or going backwards. ``info`` tells readers whether
+  the log exists and which seqs it still holds, so they can send a snapshot
+  from Postgres for what is gone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 Event = dict[str, Any]
+
+# Decides, when a run's log is missing at append time, whether the log may
+# (re)start at seq 1 — the run has never published — or must continue above
+# a floor because an earlier log of this run was lost.
+FreshLogPolicy = Callable[[str, Event], bool]
+
+
+@dataclass(frozen=True)
+class LogInfo:
+    """What a run's log holds right now."""
+
+    exists: bool
+    first_seq: int | None = None  # oldest seq still in the log (trimming drops old ones)
+    last_seq: int | None = None
+    ended: bool = False  # the terminal event was appended
 
 
 class EventLog(Protocol):
@@ -38,4 +62,16 @@ class EventLog(Protocol):
         self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500
     ) -> list[Event]:
         """``read`` for async callers (websocket consumers, SSE views)."""
+        ...
+
+    def info(self, run_id: str) -> LogInfo:
+        """Whether the run's log exists, the seqs it holds, whether it ended."""
+        ...
+
+    async def ainfo(self, run_id: str) -> LogInfo:
+        """``info`` for async callers."""
+        ...
+
+    def delete(self, run_id: str) -> None:
+        """Drop the run's log (tests and operators; readers then send snapshots)."""
         ...

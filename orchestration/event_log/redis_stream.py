@@ -5,27 +5,47 @@ Stream entry ids are ``0-<seq>``: the seq is the id, so reading "after N" is
 counter, the dedupe set and the terminal marker are updated in the same Lua
 script as the ``XADD``, so concurrent workers never interleave, skip or
 repeat a seq. All keys of a run share a hash tag to stay on one cluster slot.
+
+A log that is missing when an event is appended is created in one of two
+ways (``continuity.py`` decides which): *fresh*, counting from 1 — the run's
+first event — or *restarted*, counting from a floor taken from Redis' clock
+in microseconds, above any seq the lost log can have handed out (a log
+gets far fewer than one event per microsecond). Readers see the jump and
+send a snapshot (``chatforge/realtime/streams.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import weakref
 
 import redis
 import redis.asyncio as aioredis
 
-from .base import Event
+from .base import Event, FreshLogPolicy, LogInfo
 
+# KEYS: events stream, seq counter, dedupe set, terminal marker.
+# ARGV: event json, dedupe key, terminal flag, max len, active ttl, ended ttl,
+#       creation mode: '' (refuse to create: return -2), 'fresh' or 'restart'.
 _APPEND = """
 if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  if ARGV[7] == '' then return -2 end
+  if ARGV[7] == 'restart' then
+    local now = redis.call('TIME')
+    redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
+  end
+end
 if ARGV[2] ~= '' then
   if redis.call('SADD', KEYS[3], ARGV[2]) == 0 then return -1 end
 end
 local seq = redis.call('INCR', KEYS[2])
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '0-' .. seq, 'e', ARGV[1])
+local id = string.format('%d', seq)
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '0-' .. id, 'e', ARGV[1])
 local ttl = ARGV[5]
 if ARGV[3] == '1' then
-  redis.call('SET', KEYS[4], seq)
+  redis.call('SET', KEYS[4], id)
   ttl = ARGV[6]
 end
 for i = 1, 4 do
@@ -34,6 +54,7 @@ end
 return seq
 """
 
+_LOG_MISSING = -2
 
 # Blocking reads wait at most MAX_BLOCK_MS; the socket timeout must be longer
 # (redis-py's default of 5 s would cut a 5 s XREAD BLOCK short).
@@ -46,45 +67,67 @@ def _keys(run_id: str) -> list[str]:
     return [f"{base}:events", f"{base}:seq", f"{base}:dedupe", f"{base}:ended"]
 
 
+def _seq_of(entry_id: bytes | str) -> int:
+    if isinstance(entry_id, bytes):
+        entry_id = entry_id.decode()
+    return int(entry_id.split("-", 1)[1])
+
+
 def _decode(entries: list) -> list[Event]:
     events: list[Event] = []
     for entry_id, fields in entries:
-        if isinstance(entry_id, bytes):
-            entry_id = entry_id.decode()
-        seq = int(entry_id.split("-", 1)[1])
         payload = fields.get(b"e") if b"e" in fields else fields.get("e")
         event = json.loads(payload)
-        events.append({"seq": seq, **event})
+        events.append({"seq": _seq_of(entry_id), **event})
     return events
 
 
+def _info(first: list, last: list, ended: int) -> LogInfo:
+    if not first:
+        return LogInfo(exists=False, ended=bool(ended))
+    return LogInfo(exists=True, first_seq=_seq_of(first[0][0]), last_seq=_seq_of(last[0][0]), ended=bool(ended))
+
+
 class RedisStreamEventLog:
-    def __init__(self, *, url: str, active_ttl_s: int, ended_ttl_s: int, max_len: int) -> None:
+    def __init__(
+        self,
+        *,
+        url: str,
+        active_ttl_s: int,
+        ended_ttl_s: int,
+        max_len: int,
+        may_start_fresh: FreshLogPolicy | None = None,
+    ) -> None:
         self._url = url
         self._active_ttl_s = active_ttl_s
         self._ended_ttl_s = ended_ttl_s
         self._max_len = max_len
+        # Without a policy every missing log starts at 1 (unit tests of the backend).
+        self._may_start_fresh = may_start_fresh or (lambda run_id, event: True)
         self._client = redis.Redis.from_url(url, socket_timeout=SOCKET_TIMEOUT_S)
         self._append = self._client.register_script(_APPEND)
         # One async client per event loop: redis.asyncio connections are bound
-        # to the loop that created them.
-        self._async_clients: dict[int, aioredis.Redis] = {}
+        # to the loop that created them. Keyed by the loop itself (weakly), not
+        # its id: a new loop may reuse a closed one's id.
+        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def append(
         self, run_id: str, event: Event, *, dedupe_key: str | None = None, terminal: bool = False
     ) -> int | None:
-        result = self._append(
-            keys=_keys(run_id),
-            args=[
-                json.dumps(event, separators=(",", ":"), ensure_ascii=False),
-                dedupe_key or "",
-                "1" if terminal else "0",
-                self._max_len,
-                self._active_ttl_s,
-                self._ended_ttl_s,
-            ],
-        )
-        seq = int(result)
+        args = [
+            json.dumps(event, separators=(",", ":"), ensure_ascii=False),
+            dedupe_key or "",
+            "1" if terminal else "0",
+            self._max_len,
+            self._active_ttl_s,
+            self._ended_ttl_s,
+        ]
+        seq = int(self._append(keys=_keys(run_id), args=[*args, ""]))
+        if seq == _LOG_MISSING:
+            mode = "fresh" if self._may_start_fresh(run_id, event) else "restart"
+            seq = int(self._append(keys=_keys(run_id), args=[*args, mode]))
         return seq if seq > 0 else None
 
     def read(self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500) -> list[Event]:
@@ -101,16 +144,29 @@ class RedisStreamEventLog:
         reply = await self._async_client().xread({stream: f"0-{after}"}, count=count, block=block)
         return _decode(reply[0][1]) if reply else []
 
-    def _async_client(self) -> aioredis.Redis:
-        import asyncio
+    def info(self, run_id: str) -> LogInfo:
+        stream, _, _, ended = _keys(run_id)
+        with self._client.pipeline(transaction=True) as pipe:
+            pipe.xrange(stream, count=1).xrevrange(stream, count=1).exists(ended)
+            first, last, is_ended = pipe.execute()
+        return _info(first, last, is_ended)
 
-        loop_id = id(asyncio.get_running_loop())
-        client = self._async_clients.get(loop_id)
+    async def ainfo(self, run_id: str) -> LogInfo:
+        stream, _, _, ended = _keys(run_id)
+        async with self._async_client().pipeline(transaction=True) as pipe:
+            pipe.xrange(stream, count=1).xrevrange(stream, count=1).exists(ended)
+            first, last, is_ended = await pipe.execute()
+        return _info(first, last, is_ended)
+
+    def _async_client(self) -> aioredis.Redis:
+        loop = asyncio.get_running_loop()
+        client = self._async_clients.get(loop)
         if client is None:
             client = aioredis.Redis.from_url(self._url, socket_timeout=SOCKET_TIMEOUT_S)
-            self._async_clients[loop_id] = client
+            self._async_clients[loop] = client
         return client
 
     def delete(self, run_id: str) -> None:
-        """Drop a run's log (tests and operators; clients then need a snapshot)."""
+        """Drop a run's log, as an expiry or a Redis wipe would (tests and
+        operators; clients then get a snapshot from Postgres)."""
         self._client.delete(*_keys(run_id))

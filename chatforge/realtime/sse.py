@@ -1,0 +1,144 @@
+"""``GET /api/runs/{id}/events/``: a run's events as Server-Sent Events.
+
+Each event is ``id: <seq>``, ``event: <type>``, ``data: <json>``. A client
+resumes with the ``Last-Event-ID`` header (browsers' EventSource sends it
+when reconnecting) or ``?after=N``; the stream closes after the terminal
+event, and a comment line keeps idle connections open. Authentication is the
+REST API's: ``Authorization: Bearer <token>`` or the browser session. DRF's
+authentication classes do not run in a plain async view, so they are
+mirrored here with the same error bodies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from chatforge.accounts.tokens import user_for_token
+from chatforge.api.errors import error_body
+from chatforge.conversations.selectors import run_of
+from orchestration.event_log.base import Event
+
+from .streams import run_events
+
+KEEPALIVE_S = 15.0
+KEEPALIVE = b": keep-alive\n\n"
+
+
+class _AuthError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+async def _authenticate(request: HttpRequest) -> AbstractBaseUser | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if header and scheme.lower() == "bearer":
+        token = token.strip()
+        if not token:
+            raise _AuthError("authentication_failed", "The Authorization header has no token after 'Bearer'.")
+        user = await sync_to_async(user_for_token)(token)
+        if user is None:
+            raise _AuthError(
+                "authentication_failed", "The API token is invalid or revoked. Create a new one in your settings."
+            )
+        return user
+    user = await request.auser()
+    return user if user.is_authenticated else None
+
+
+def _resume_point(request: HttpRequest) -> int:
+    """``Last-Event-ID`` (a reconnecting EventSource) wins over ``?after``."""
+    for source, raw in (("Last-Event-ID header", request.headers.get("Last-Event-ID")),
+                        ("after parameter", request.GET.get("after"))):
+        if raw is None or raw == "":
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"The {source} must be an event seq (a whole number); got {raw!r}.") from None
+        if value < 0:
+            raise ValueError(f"The {source} must be 0 or more; got {value}.")
+        return value
+    return 0
+
+
+def format_event(event: Event) -> bytes:
+    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    return f"id: {event['seq']}\nevent: {event['type']}\ndata: {data}\n\n".encode()
+
+
+async def with_keepalive(events: AsyncIterator[Event], *, interval_s: float = KEEPALIVE_S) -> AsyncIterator[bytes]:
+    """Formatted events, with a keep-alive comment after each ``interval_s``
+    of silence (proxies close idle connections)."""
+    pending: asyncio.Future | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait({pending}, timeout=interval_s)
+            if not done:
+                yield KEEPALIVE
+                continue
+            try:
+                event = pending.result()
+            except StopAsyncIteration:
+                pending = None
+                return
+            pending = None
+            yield format_event(event)
+    finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
+        with contextlib.suppress(BaseException):
+            await events.aclose()
+
+
+@csrf_exempt  # read-only: any other method is answered 405 before anything happens
+async def run_events_sse(request: HttpRequest, run_id: str) -> HttpResponse:
+    if request.method != "GET":
+        return JsonResponse(
+            error_body("method_not_allowed", f"Use GET to read a run's events; {request.method} is not allowed."),
+            status=405,
+            headers={"Allow": "GET"},
+        )
+    try:
+        user = await _authenticate(request)
+    except _AuthError as exc:
+        return JsonResponse(error_body(exc.code, exc.message), status=401, headers={"WWW-Authenticate": "Bearer"})
+    if user is None:
+        return JsonResponse(
+            error_body(
+                "not_authenticated",
+                "Authentication credentials were not provided: send 'Authorization: Bearer <API token>' "
+                "or log in.",
+            ),
+            status=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    run = await sync_to_async(run_of)(user, run_id)
+    if run is None:
+        return JsonResponse(
+            error_body("not_found", "Not found: it does not exist or you do not have access to it."), status=404
+        )
+    try:
+        after = _resume_point(request)
+    except ValueError as exc:
+        return JsonResponse(error_body("invalid_request", str(exc)), status=400)
+    response = StreamingHttpResponse(
+        with_keepalive(run_events(str(run.id), after=after)), content_type="text/event-stream; charset=utf-8"
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx: pass events through at once
+    return response

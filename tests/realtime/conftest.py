@@ -1,0 +1,82 @@
+"""Runs driven step by step in this process (the tasks called directly, their
+follow-ups left on a broker no worker reads), with either event log."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
+from django.test import override_settings
+
+from chatforge.conversations.models import Conversation, Run, ToolInvocation
+from orchestration import tasks
+from orchestration.event_log import get_event_log
+from orchestration.services.runs import RunOptions, run_start
+from tests.fakes.openai_server import Reply
+
+TWO_ROUNDS = [
+    Reply(text="Checking.", tool_calls=[("calculator", {"expression": "6*7"}), ("echo", {"text": "a"})]),
+    Reply(text="The answer is 42."),
+]
+
+
+@pytest.fixture(params=["redis", "memory"])
+def event_log(request):
+    get_event_log.cache_clear()
+    with override_settings(CHATFORGE_EVENT_LOG=request.param):
+        yield get_event_log()
+    get_event_log.cache_clear()
+
+
+@pytest.fixture
+def engine(settings, fake_llm, idle_broker, make_user, event_log):
+    settings.OPENAI_BASE_URL = fake_llm.base_url
+    settings.OPENAI_API_KEY = "test-key"
+    fake_llm.add_script("rt-two-rounds", TWO_ROUNDS)
+    user, _ = make_user()
+    return user
+
+
+def start(user) -> Run:
+    return run_start(user=user, conversation=Conversation.objects.create(user=user), content="6*7?",
+                     options=RunOptions(model="rt-two-rounds"))
+
+
+def first_turn(run: Run) -> list[str]:
+    """Deliver turn 0 (it asks for two tools); the tool call ids."""
+    tasks.llm_turn(str(run.id), 0)
+    return list(ToolInvocation.objects.filter(run=run).order_by("position").values_list("tool_call_id", flat=True))
+
+
+def finish(run: Run, calls: list[str]) -> None:
+    for call in calls:
+        tasks.tool_call(str(run.id), call)
+    tasks.llm_turn(str(run.id), 1)
+
+
+def collect(run_id: str, *, after: int = 0, block_ms: int = 200, limit: int | None = None) -> list[dict]:
+    from chatforge.realtime.streams import run_events
+
+    async def gather() -> list[dict]:
+        found = []
+        async for event in run_events(run_id, after=after, block_ms=block_ms):
+            found.append(event)
+            if limit is not None and len(found) >= limit:
+                break
+        # The executor thread's database connection would outlive the test database.
+        await sync_to_async(connections.close_all)()
+        return found
+
+    return asyncio.run(gather())
+
+
+@pytest.fixture
+def finished_run(engine) -> Iterator[Run]:
+    run = start(engine)
+    finish(run, first_turn(run))
+    run.refresh_from_db()
+    assert run.status == "completed"
+    yield run

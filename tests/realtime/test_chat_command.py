@@ -1,0 +1,114 @@
+"""``manage.py chat``: a run watched live from the terminal — in embedded
+mode (the command starts the in-process worker) and against the workers of
+the distributed stack."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from chatforge.conversations.models import Conversation, Message
+from tests.fakes.openai_server import Reply
+from tests.support.stack import ROOT, base_env
+
+pytestmark = pytest.mark.integration
+
+QUESTION = "What time is it in Tokyo, and what is 17*23?"
+
+
+def chat(args: list[str], env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "manage.py", "chat", *args], cwd=ROOT, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def embedded_env() -> dict[str, str]:
+    workdir = Path(tempfile.mkdtemp(prefix="chatforge-chat-"))
+    env = base_env(CHATFORGE_SQLITE_PATH=str(workdir / "db.sqlite3"), CHATFORGE_DEMO_TOKEN_DELAY_S="0")
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    subprocess.run([sys.executable, "manage.py", "create_demo_user", "--token-only"], cwd=ROOT, env=env,
+                   check=True, capture_output=True)
+    return env
+
+
+def test_one_message_in_embedded_mode(embedded_env):
+    done = chat([QUESTION], embedded_env)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert re.search(r"^conversation [0-9a-f-]{36}$", out, re.M), out
+    assert re.search(r"^→ get_time\(.*\)", out, re.M), out
+    assert re.search(r"^→ calculator\(.*17\s*\*\s*23.*\)", out, re.M), out
+    assert re.search(r"^← calculator success in \d+ ms: .*391", out, re.M), out
+    assert re.search(r"^← get_time success", out, re.M), out
+    assert "391" in out.split("← calculator")[-1].split("[completed")[0]  # the answer, streamed after the tools
+    assert out.rstrip().splitlines()[-1].startswith("[completed: stop")
+
+
+def test_interactive_loop_continues_a_conversation(embedded_env):
+    first = chat(["What is 2+2?"], embedded_env)
+    conversation_id = re.search(r"^conversation (\S+)$", first.stdout, re.M).group(1)
+
+    done = chat(["--conversation", conversation_id], embedded_env, stdin="What is 3*3?\n\nWhat is 10-4?\n")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("[completed") == 2
+    assert "9" in done.stdout and "6" in done.stdout
+    unknown = chat(["--conversation", "00000000-0000-0000-0000-000000000000", "hi"], embedded_env)
+    assert unknown.returncode != 0 and "has no conversation" in unknown.stderr
+    nobody = chat(["--user", "nobody", "hi"], embedded_env)
+    assert nobody.returncode != 0 and "create_demo_user" in nobody.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_chat_against_the_distributed_workers(stack, fake_llm, make_user):
+    fake_llm.add_script("chat-cli", [Reply(text="Let me echo.", tool_calls=[("echo", {"text": "ping"})]),
+                                     Reply(text="The echo said ping.")])
+    user, _ = make_user()
+
+    done = chat(["--user", user.username, "--model", "chat-cli", "echo ping please"], stack.env)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1] == "Let me echo."
+    assert lines[2].startswith('→ echo({"text": "ping"})') or lines[2].startswith('→ echo({"text":"ping"})'), lines
+    assert lines[3].startswith("← echo success in ") and lines[3].endswith(": ping")
+    assert lines[4] == "The echo said ping."
+    assert lines[5].startswith("[completed: stop")
+    conversation = Conversation.objects.get(user=user)
+    assert Message.objects.filter(conversation=conversation, role="assistant").get().content == "The echo said ping."
+
+
+@pytest.mark.django_db(transaction=True)
+def test_interactive_chat_and_ctrl_c_against_the_distributed_workers(stack, fake_llm, make_user):
+    import signal
+    import time
+
+    fake_llm.add_script("chat-cli-loop", lambda body: Reply(text=f"Reply number {len(body['messages'])}."))
+    fake_llm.add_script("chat-cli-slow", [Reply(text=" ".join(f"t{i}" for i in range(400)), chunk_delay_s=0.05)])
+    user, _ = make_user()
+
+    done = chat(["--user", user.username, "--model", "chat-cli-loop"], stack.env, stdin="one\ntwo\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Reply number 1." in done.stdout and "Reply number 3." in done.stdout
+    assert done.stdout.count("[completed") == 2
+
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "chat", "--user", user.username, "--model", "chat-cli-slow", "go on"],
+        cwd=ROOT, env=stack.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while Conversation.objects.filter(user=user, runs__status="running",
+                                      runs__model="chat-cli-slow").count() == 0:
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.1)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert "[cancelling" in out and out.rstrip().endswith("[cancelled]"), out + err
+    assert process.returncode == 1 and "ended cancelled" in err
