@@ -74,9 +74,17 @@ class ToolContext:
     # so tools never touch storage or keys themselves.
     secret_lookup: Callable[[str], str | None] | None = field(default=None, compare=False, repr=False)
 
+    # Whether the run this call belongs to was cancelled or has ended: long
+    # handlers may poll it to stop early; the executor stops retrying.
+    cancel_check: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
+
     def secret(self, name: str) -> str | None:
         """The calling user's secret ``name``, or None."""
         return self.secret_lookup(name) if self.secret_lookup is not None else None
+
+    def cancelled(self) -> bool:
+        """True once the run no longer wants this call's result."""
+        return bool(self.cancel_check and self.cancel_check())
 
     @property
     def idempotency_key(self) -> str | None:

@@ -196,6 +196,9 @@ def execute_tool(
         if on_retry is not None:
             on_retry(attempts, attempt.error or "")
         sleep(delay)
+        if context.cancelled():
+            # The run was cancelled while we waited: no further attempt.
+            return finish(attempt, attempts)
 
 
 def _attempt(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> _Attempt:

@@ -20,11 +20,11 @@ def _database_ok() -> bool:
         return False
 
 
-def _redis_ok() -> bool:
+def _redis_ok(url: str) -> bool:
     import redis
 
     try:
-        return bool(redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2).ping())
+        return bool(redis.Redis.from_url(url, socket_timeout=2).ping())
     except Exception:
         return False
 
@@ -32,7 +32,8 @@ def _redis_ok() -> bool:
 def readyz(request: HttpRequest) -> JsonResponse:
     checks = {"database": _database_ok()}
     if not settings.EMBEDDED:
-        checks["broker"] = _redis_ok()
+        checks["broker"] = _redis_ok(settings.CELERY_BROKER_URL)
+        checks["event_log"] = _redis_ok(settings.CHATFORGE_EVENT_LOG_REDIS_URL)
     failing = [name for name, ok in checks.items() if not ok]
     body = {"status": "ok" if not failing else "unavailable", "mode": settings.CHATFORGE_MODE, "checks": checks}
     if failing:

@@ -110,10 +110,19 @@ def test_delete_conversation(client):
 def test_health_and_openapi(client):
     assert APIClient().get("/healthz").json() == {"status": "ok"}
     ready = APIClient().get("/readyz")
-    assert ready.status_code == 200 and ready.json()["checks"] == {"database": True, "broker": True}
+    assert ready.status_code == 200 and ready.json()["checks"] == {"database": True, "broker": True, "event_log": True}
     schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert schema.status_code == 200
     paths = schema.json()["paths"]
     assert "/api/conversations/{id}/messages/" in paths
     assert "202" in paths["/api/conversations/{id}/messages/"]["post"]["responses"]
     assert "/api/runs/{id}/cancel/" in paths
+
+
+def test_readyz_names_what_is_unreachable(settings):
+    settings.CHATFORGE_EVENT_LOG_REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    ready = APIClient().get("/readyz")
+    assert ready.status_code == 503
+    body = ready.json()
+    assert body["checks"]["event_log"] is False and body["checks"]["database"] is True
+    assert "event_log" in body["error"]["message"]

@@ -206,3 +206,25 @@ def test_execution_time_includes_retries_and_waits(monkeypatch: pytest.MonkeyPat
 
     assert result.success and result.attempts == 3
     assert result.execution_time_ms >= 100
+
+
+def test_no_further_attempt_once_the_run_is_cancelled() -> None:
+    from tests.tools.factories import make_tool, registry_of
+    from tools.base import ToolContext
+    from tools.errors import TransientToolError
+    from tools.executor import execute_tool
+
+    calls = []
+
+    def flaky(args, ctx):
+        calls.append(1)
+        raise TransientToolError("upstream busy")
+
+    cancelled = {"now": False}
+    tool = make_tool(name="flaky", handler=flaky, max_attempts=5)
+    result = execute_tool(
+        registry_of(tool), "flaky", {},
+        context=ToolContext(cancel_check=lambda: cancelled["now"]),
+        sleep=lambda delay: cancelled.update(now=True),  # cancelled while waiting for the retry
+    )
+    assert len(calls) == 1 and result.status == "error"
