@@ -7,6 +7,8 @@ owner, so a leaked session or API token cannot read them back.
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+
+from chatforge.api.schema import NOT_FOUND, SECRET_NAMES, SECRET_VALUE
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
@@ -33,13 +35,14 @@ class SecretValueInputSerializer(serializers.Serializer):
 
 
 class SecretListApi(APIView):
-    @extend_schema(operation_id="secrets_list", responses=SecretNamesOutputSerializer)
+    @extend_schema(operation_id="secrets_list", responses=SecretNamesOutputSerializer, examples=[SECRET_NAMES])
     def get(self, request: Request) -> Response:
         return Response({"names": user_secret_names(user=request.user)})
 
 
 class SecretDetailApi(APIView):
     @extend_schema(
+        examples=[SECRET_VALUE],
         operation_id="secrets_set",
         request=SecretValueInputSerializer,
         responses={204: OpenApiResponse(description="Stored (the value is never returned).")},
@@ -53,9 +56,10 @@ class SecretDetailApi(APIView):
 
     @extend_schema(
         operation_id="secrets_delete",
+        examples=[NOT_FOUND],
         responses={
             204: OpenApiResponse(description="Deleted."),
-            404: OpenApiResponse(description="No such secret."),
+            404: OpenApiResponse(response=dict, description="No such secret."),
         },
     )
     def delete(self, request: Request, name: str) -> Response:

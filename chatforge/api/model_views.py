@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chatforge.api import schema
 from chatforge.api.errors import error_body
 from chatforge.llm.models import LanguageModel
 from chatforge.llm.validation import TestTimedOut, all_validation_statuses, model_test_run
@@ -22,7 +23,8 @@ class ToolTestRequest(serializers.Serializer):
 
 
 class ToolTestView(APIView):
-    @extend_schema(request=ToolTestRequest, responses={200: dict, 504: dict})
+    @extend_schema(request=ToolTestRequest, responses={200: dict, 504: dict},
+                   examples=[schema.TOOL_TEST_REQUEST, schema.TOOL_TEST_RESULT])
     def post(self, request: Request) -> Response:
         """Run a tool-enabled chat with a model and record whether it used its tools well."""
         payload = ToolTestRequest(data=request.data)
@@ -42,7 +44,7 @@ class ToolTestView(APIView):
 
 
 class ModelListView(APIView):
-    @extend_schema(responses=dict)
+    @extend_schema(responses=dict, examples=[schema.MODEL_LIST])
     def get(self, request: Request) -> Response:
         """Configured models with capabilities and tool-calling validation status."""
         statuses = all_validation_statuses()

@@ -76,3 +76,62 @@ TOOL_RESULT = OpenApiExample(
            "execution_time_ms": 1},
     response_only=True,
 )
+
+CONVERSATION = OpenApiExample(
+    "Conversation",
+    value={"id": "3a6e14e8-20fb-47a6-88bb-f1cc4b4fe6c5", "title": "What is 6*7?",
+           "created_at": "2026-01-01T10:00:00Z", "updated_at": "2026-01-01T10:00:03Z"},
+    response_only=True,
+)
+CONVERSATION_CREATE = OpenApiExample("New conversation", value={"title": "Trip planning"}, request_only=True)
+RUN = OpenApiExample(
+    "Completed run",
+    value={"id": "bad186fa-d421-49e7-8259-c7c86d989682", "conversation_id": "3a6e14e8-…", "status": "completed",
+           "model": "demo", "iteration": 1, "options": {"tools": ["calculator"], "max_iterations": 10},
+           "cancel_requested": False, "error": "", "finish_reason": "stop", "max_iterations_reached": False,
+           "usage": {"total_tokens": 49}, "message_id": "03d0f613-…", "created_at": "2026-01-01T10:00:00Z",
+           "started_at": "2026-01-01T10:00:00Z", "finished_at": "2026-01-01T10:00:03Z"},
+    response_only=True,
+    status_codes=["200", "202"],
+)
+NOT_FOUND = OpenApiExample(
+    "Not found (or not yours)",
+    value={"error": {"code": "not_found", "message": "Not found: it does not exist or you do not have access to it.",
+                     "details": {}}},
+    response_only=True,
+    status_codes=["404"],
+)
+TOOL_LIST = OpenApiExample(
+    "Tools",
+    value=[{"name": "calculator", "description": "Evaluate an arithmetic expression.",
+            "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
+                           "required": ["expression"], "additionalProperties": False},
+            "kind": "code", "policy": {"timeout_s": 5.0, "max_attempts": 1, "side_effects": "read_only",
+                                       "requires_approval": False}}],
+    response_only=True,
+)
+TOOL_TEST_REQUEST = OpenApiExample("Test a model", value={"query": "What is 6*7?", "model": "gpt-4o"},
+                                   request_only=True)
+TOOL_TEST_RESULT = OpenApiExample(
+    "Test result",
+    value={"model": "gpt-4o", "query": "What is 6*7?", "run_id": "…", "status": "completed", "success": True,
+           "error": "", "tool_calls": [{"iteration": 0, "name": "calculator", "arguments": "{\"expression\": \"6*7\"}",
+                                        "status": "success", "result": "{\"expression\":\"6*7\",\"result\":42}",
+                                        "execution_time_ms": 1}],
+           "answer": "42", "max_iterations_reached": False,
+           "validation": {"model": "gpt-4o", "tests": 5, "successes": 4, "success_rate": 0.8, "validated": True}},
+    response_only=True,
+    status_codes=["200"],
+)
+MODEL_LIST = OpenApiExample(
+    "Models",
+    value={"default": "demo", "models": [{"id": "demo", "provider": "built-in", "kind": "demo",
+                                          "capabilities": {"tools": True, "streaming": True, "reasoning": False,
+                                                           "verbosity": False, "vision": False},
+                                          "validation": {"model": "demo", "tests": 0, "successes": 0,
+                                                         "success_rate": 0.0, "validated": False}}]},
+    response_only=True,
+)
+SECRET_NAMES = OpenApiExample("Secret names", value={"names": ["tavily_api_key", "anthropic_api_key"]},
+                              response_only=True)
+SECRET_VALUE = OpenApiExample("Store a secret", value={"value": "tvly-…"}, request_only=True)

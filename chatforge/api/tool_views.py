@@ -56,7 +56,7 @@ class ToolViewSet(viewsets.ViewSet):
     lookup_field = "name"
     lookup_value_regex = r"[a-zA-Z0-9_-]{1,64}"
 
-    @extend_schema(responses=ToolSerializer(many=True))
+    @extend_schema(responses=ToolSerializer(many=True), examples=[schema.TOOL_LIST])
     def list(self, request: Request) -> Response:
         code_names = code_tool_names()
         return Response([_describe(t, code_names) for t in get_catalog(fresh=True).all()])

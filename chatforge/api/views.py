@@ -7,7 +7,7 @@ exists).
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -37,6 +37,12 @@ def _event_urls(request: Request, run_id: str) -> dict[str, str]:
     }
 
 
+@extend_schema_view(
+    list=extend_schema(examples=[schema.CONVERSATION]),
+    create=extend_schema(examples=[schema.CONVERSATION_CREATE, schema.CONVERSATION]),
+    retrieve=extend_schema(examples=[schema.CONVERSATION, schema.NOT_FOUND]),
+    destroy=extend_schema(responses={204: None, 404: dict}, examples=[schema.NOT_FOUND]),
+)
 class ConversationViewSet(
     mixins.CreateModelMixin,
     mixins.ListModelMixin,
@@ -91,13 +97,15 @@ class ConversationViewSet(
         return Response(RunAcceptedSerializer(body).data, status=status.HTTP_202_ACCEPTED)
 
 
+@extend_schema_view(retrieve=extend_schema(responses={200: RunSerializer, 404: dict},
+                                           examples=[schema.RUN, schema.NOT_FOUND]))
 class RunViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = RunSerializer
 
     def get_queryset(self):
         return selectors.runs_of(self.request.user)
 
-    @extend_schema(request=None, responses={202: RunSerializer})
+    @extend_schema(request=None, responses={202: RunSerializer, 404: dict}, examples=[schema.RUN, schema.NOT_FOUND])
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         run = run_request_cancel(run=self.get_object())

@@ -126,3 +126,13 @@ def test_readyz_names_what_is_unreachable(settings):
     body = ready.json()
     assert body["checks"]["event_log"] is False and body["checks"]["database"] is True
     assert "event_log" in body["error"]["message"]
+
+
+def test_the_openapi_description_covers_every_route_with_examples(client):
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    assert {"/api/runs/{id}/events/", "/v1/chat/completions", "/v1/models"} <= set(schema["paths"])
+    assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+    operations = [(method, path) for path, ops in schema["paths"].items() for method, op in ops.items()
+                  if method in ("get", "post", "put", "patch", "delete")]
+    without = [(m, p) for m, p in operations if "example" not in str(schema["paths"][p][m])]
+    assert without == []
