@@ -19,7 +19,7 @@ install: $(STAMP)
 ## Run ChatForge in embedded mode (no services needed) on http://$(HOST):$(PORT)/
 run: install
 	$(PY) manage.py migrate --noinput -v 0
-	$(PY) manage.py create_demo_user --instructions --base-url http://$(HOST):$(PORT)
+	$(PY) manage.py create_demo_user --admin --instructions --base-url http://$(HOST):$(PORT)
 	$(PY) manage.py serve --host $(HOST) --port $(PORT)
 
 ## Run the whole test suite (needs local Postgres and Redis; starts them if stopped)

@@ -16,15 +16,20 @@ class Command(BaseCommand):
         parser.add_argument("--password", default="demo")
         parser.add_argument("--token-only", action="store_true", help="Print only the token.")
         parser.add_argument("--instructions", action="store_true", help="Also print how to chat.")
+        parser.add_argument("--admin", action="store_true", help="Make the user a superuser (local demos only).")
         parser.add_argument("--base-url", default="http://127.0.0.1:8000")
 
     def handle(
-        self, *args, username: str, password: str, token_only: bool, instructions: bool, base_url: str, **options
+        self, *args, username: str, password: str, token_only: bool, instructions: bool, base_url: str,
+        admin: bool, **options
     ) -> None:
         user_model = get_user_model()
         user, created = user_model.objects.get_or_create(username=username)
         if created:
             user.set_password(password)
+        if admin:
+            user.is_staff = user.is_superuser = True
+        if created or admin:
             user.save()
         issued = api_token_create(user=user, name="demo")
         if token_only:
@@ -48,5 +53,7 @@ Chat with ChatForge (the built-in demo model answers time and arithmetic questio
   # Authorization header (or ?token=$TOKEN), e.g.  python -m websockets "<events_ws>?token=$TOKEN"
   curl -s -H "Authorization: Bearer $TOKEN" {base}/api/conversations/$CONV/messages/
 
-API docs: {base}/api/docs/   (log in at {base}/admin/ as the demo user to use the browsable API)
+Or from a terminal:  python manage.py chat "What time is it in Tokyo, and what is 17*23?"
+OpenAI clients: base URL {base}/v1 with the token above as API key.
+API docs: {base}/api/docs/   Admin (runs, tools, providers): {base}/admin/ as the demo user
 """
