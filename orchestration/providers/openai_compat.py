@@ -18,6 +18,7 @@ from typing import Any, assert_never
 
 import openai
 
+from orchestration.providers._openai_client import openai_client
 from orchestration.providers._openai_errors import (
     default_where,
     protocol_error,
@@ -47,10 +48,6 @@ PASS_THROUGH_OPTIONS = ("temperature", "max_tokens", "reasoning_effort", "verbos
 # per delta so a server sending both does not double the text.
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 KNOWN_FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter"})
-# The SDK refuses an empty key, and falling back to OPENAI_API_KEY would send
-# the operator's real key to whatever base_url is configured. Local servers
-# (Ollama, vLLM) ignore the key anyway.
-PLACEHOLDER_API_KEY = "no-key-configured"
 
 
 class OpenAICompatibleProvider:
@@ -77,11 +74,12 @@ class OpenAICompatibleProvider:
         self.timeout_s = timeout_s
         self.idle_timeout_s = idle_timeout_s
         self._where = default_where(base_url)
-        self._whole_response_timeout = openai.Timeout(timeout_s, connect=connect_timeout_s)
-        self._client = openai.OpenAI(
+        self._client, self._whole_response_timeout = openai_client(
             base_url=base_url,
-            api_key=api_key or PLACEHOLDER_API_KEY,
-            timeout=openai.Timeout(timeout_s, connect=connect_timeout_s, read=idle_timeout_s),
+            api_key=api_key,
+            timeout_s=timeout_s,
+            idle_timeout_s=idle_timeout_s,
+            connect_timeout_s=connect_timeout_s,
             max_retries=max_retries,
         )
 

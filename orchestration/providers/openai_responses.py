@@ -34,6 +34,7 @@ from typing import Any, assert_never
 
 import openai
 
+from orchestration.providers._openai_client import openai_client
 from orchestration.providers._openai_errors import (
     error_from_event,
     protocol_error,
@@ -55,8 +56,6 @@ from tools.formats import to_openai_responses
 logger = logging.getLogger(__name__)
 
 EMPTY_ARGUMENTS = "{}"
-# See openai_compat.PLACEHOLDER_API_KEY: never fall back to OPENAI_API_KEY.
-PLACEHOLDER_API_KEY = "no-key-configured"
 SUPPORTED_OPTIONS = frozenset({"reasoning_effort", "verbosity", "max_tokens", "temperature"})
 # ``incomplete_details.reason`` -> our finish_reason.
 INCOMPLETE_REASONS = {"max_output_tokens": "length", "content_filter": "content_filter"}
@@ -92,11 +91,12 @@ class OpenAIResponsesProvider:
         self.idle_timeout_s = idle_timeout_s
         self.reasoning_summary = reasoning_summary
         self._where = f"OpenAI Responses API at {base_url}"
-        self._whole_response_timeout = openai.Timeout(timeout_s, connect=connect_timeout_s)
-        self._client = openai.OpenAI(
+        self._client, self._whole_response_timeout = openai_client(
             base_url=base_url,
-            api_key=api_key or PLACEHOLDER_API_KEY,
-            timeout=openai.Timeout(timeout_s, connect=connect_timeout_s, read=idle_timeout_s),
+            api_key=api_key,
+            timeout_s=timeout_s,
+            idle_timeout_s=idle_timeout_s,
+            connect_timeout_s=connect_timeout_s,
             max_retries=max_retries,
         )
 

@@ -31,18 +31,17 @@ Run standalone with ``python -m tests.fakes.anthropic_server --port 8090``.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import logging
 import re
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeAlias
+
+from tests.fakes.scripted import ClientGone, ScriptedHandler, ScriptedServer
 
 logger = logging.getLogger(__name__)
 
@@ -437,11 +436,7 @@ class _Turn:
 # --------------------------------------------------------------------------
 
 
-class _ClientGone(Exception):
-    """The client closed the connection while we were streaming."""
-
-
-class FakeAnthropicServer:
+class FakeAnthropicServer(ScriptedServer):
     """The fake server. Thread-safe; start it once per module and ``reset()``
     between tests.
 
@@ -449,165 +444,43 @@ class FakeAnthropicServer:
     ``Authorization: Bearer`` (the pinned SDK sends the latter) or get a 401.
     """
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None) -> None:
-        self._host = host
-        self._port = port
-        self.api_key = api_key
-        self._lock = threading.Lock()
-        self._scripts: dict[str, Script] = {}
-        self._failures: dict[tuple[str, int], int] = {}
-        self._requests: list[dict[str, Any]] = []
-        self._headers: list[dict[str, str]] = []
-        self._disconnects = 0
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ---------------------------------------------------------
-
-    def start(self) -> FakeAnthropicServer:
-        if self._httpd is not None:
-            return self
-        httpd = _HTTPServer((self._host, self._port), self)
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="fake-anthropic-server",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is None:
-            return
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._httpd = None
-        self._thread = None
-
-    def __enter__(self) -> FakeAnthropicServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("FakeAnthropicServer is not started")
-        return int(self._httpd.server_address[1])
+    label = "anthropic"
+    logger = logger
+    round_of = staticmethod(round_of)
 
     @property
     def base_url(self) -> str:
         """What the SDK takes as ``base_url``: it appends ``/v1/messages`` itself."""
         return f"http://{self._host}:{self.port}"
 
-    # -- scripting and inspection -----------------------------------------
-
-    def add_script(self, model: str, script: Script) -> None:
-        with self._lock:
-            self._scripts[model] = script
-
-    def reset(self) -> None:
-        with self._lock:
-            self._scripts.clear()
-            self._failures.clear()
-            self._requests.clear()
-            self._headers.clear()
-            self._disconnects = 0
-
     @property
     def requests(self) -> list[dict[str, Any]]:
         """Every ``/v1/messages`` request body received (a copy), oldest first."""
-        with self._lock:
-            return copy.deepcopy(self._requests)
+        return self._recorded_copy()
 
     @property
     def request_headers(self) -> list[dict[str, str]]:
         """The headers of those requests, lower-cased names, same order."""
-        with self._lock:
-            return copy.deepcopy(self._headers)
-
-    @property
-    def disconnects(self) -> int:
-        """Streams the client abandoned before the end (cancellation)."""
-        with self._lock:
-            return self._disconnects
-
-    @property
-    def models(self) -> list[str]:
-        with self._lock:
-            return sorted(self._scripts)
-
-    # -- used by the handler ----------------------------------------------
-
-    def _record(self, body: dict[str, Any], headers: dict[str, str]) -> None:
-        with self._lock:
-            self._requests.append(copy.deepcopy(body))
-            self._headers.append(headers)
-
-    def _note_disconnect(self) -> None:
-        with self._lock:
-            self._disconnects += 1
+        return self._headers_copy()
 
     def _reply_for(self, body: dict[str, Any]) -> Reply | None:
         """The scripted reply, or ``None`` for an unknown model."""
-        with self._lock:
-            script = self._scripts.get(str(body.get("model")))
-        if script is None:
-            return None
-        if callable(script):
-            return script(body)
-        round_index = round_of(body)
-        if round_index >= len(script):
-            return Reply(
+        return self._scripted_reply(
+            str(body.get("model")),
+            body,
+            lambda round_index: Reply(
                 fail_status=400,
                 fail_times=10**9,
                 fail_message=f"Fake script for model {body.get('model')!r} has no reply for round {round_index}",
-            )
-        return script[round_index]
+            ),
+        )
 
     def _should_fail(self, reply: Reply, body: dict[str, Any]) -> bool:
-        if reply.fail_status is None:
-            return False
-        key = (str(body.get("model")), round_of(body))
-        with self._lock:
-            served = self._failures.get(key, 0)
-            if served >= reply.fail_times:
-                return False
-            self._failures[key] = served + 1
-            return True
+        return self._fails_now(reply, str(body.get("model")), body)
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], fake: FakeAnthropicServer) -> None:
-        super().__init__(address, _Handler)
-        self.fake = fake
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Clients drop idle keep-alive connections all the time; no traceback for that."""
-        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
-            logger.debug("fake anthropic: client %s went away", client_address)
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(ScriptedHandler[FakeAnthropicServer]):
     server_version = "FakeAnthropic/1.0"
-
-    @property
-    def fake(self) -> FakeAnthropicServer:
-        assert isinstance(self.server, _HTTPServer)
-        return self.server.fake
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        logger.debug("fake anthropic: " + format, *args)
 
     # -- routes ------------------------------------------------------------
 
@@ -717,7 +590,7 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(reply.stall_s)
                 self._send_events(events[cut:], reply)
             self._write_http_chunk(b"")
-        except _ClientGone:
+        except ClientGone:
             self.fake._note_disconnect()
             self.close_connection = True
 
@@ -732,13 +605,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._write_http_chunk(payload)
 
-    def _write_http_chunk(self, data: bytes) -> None:
-        """One HTTP/1.1 chunk; an empty ``data`` is the terminating chunk."""
-        try:
-            self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
-            raise _ClientGone from exc
+
+FakeAnthropicServer.handler = _Handler
 
 
 def _byte_pieces(data: bytes) -> Iterator[bytes]:

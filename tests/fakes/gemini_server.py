@@ -23,20 +23,19 @@ from __future__ import annotations
 
 import argparse
 import base64
-import copy
 import hashlib
 import json
 import logging
 import re
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeAlias
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.fakes.scripted import ClientGone, ScriptedHandler, ScriptedServer
 
 logger = logging.getLogger(__name__)
 
@@ -426,10 +425,6 @@ class _Turn:
 # --------------------------------------------------------------------------
 
 
-class _ClientGone(Exception):
-    """The client closed the connection while we were streaming."""
-
-
 _ROUTE = re.compile(
     r"^/(?P<version>v1beta|v1|v1alpha)/models/(?P<model>[^/:]+)"
     r":(?P<method>generateContent|streamGenerateContent)$"
@@ -445,7 +440,7 @@ class RecordedRequest:
     body: dict[str, Any]
 
 
-class FakeGeminiServer:
+class FakeGeminiServer(ScriptedServer):
     """The fake server. Thread-safe; start it once per module and ``reset()``
     between tests.
 
@@ -455,6 +450,10 @@ class FakeGeminiServer:
     that came back without its ``thoughtSignature`` with Gemini 3's 400.
     """
 
+    label = "gemini"
+    logger = logger
+    round_of = staticmethod(round_of)
+
     def __init__(
         self,
         *,
@@ -463,76 +462,18 @@ class FakeGeminiServer:
         api_key: str | None = None,
         require_thought_signatures: bool = False,
     ) -> None:
-        self._host = host
-        self._port = port
-        self.api_key = api_key
+        super().__init__(host=host, port=port, api_key=api_key)
         self.require_thought_signatures = require_thought_signatures
-        self._lock = threading.Lock()
-        self._scripts: dict[str, Script] = {}
-        self._failures: dict[tuple[str, int], int] = {}
-        self._requests: list[RecordedRequest] = []
-        self._disconnects = 0
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ---------------------------------------------------------
-
-    def start(self) -> FakeGeminiServer:
-        if self._httpd is not None:
-            return self
-        httpd = _HTTPServer((self._host, self._port), self)
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-gemini-server", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is None:
-            return
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._httpd = None
-        self._thread = None
-
-    def __enter__(self) -> FakeGeminiServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("FakeGeminiServer is not started")
-        return int(self._httpd.server_address[1])
 
     @property
     def base_url(self) -> str:
         """Like ``https://generativelanguage.googleapis.com``: no version (the SDK adds it)."""
         return f"http://{self._host}:{self.port}"
 
-    # -- scripting and inspection -----------------------------------------
-
-    def add_script(self, model: str, script: Script) -> None:
-        with self._lock:
-            self._scripts[model] = script
-
-    def reset(self) -> None:
-        with self._lock:
-            self._scripts.clear()
-            self._failures.clear()
-            self._requests.clear()
-            self._disconnects = 0
-
     @property
     def recorded(self) -> list[RecordedRequest]:
         """Every generate request received (copies), oldest first."""
-        with self._lock:
-            return copy.deepcopy(self._requests)
+        return self._recorded_copy()
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -542,83 +483,24 @@ class FakeGeminiServer:
     def requests_for(self, model: str) -> list[dict[str, Any]]:
         return [entry.body for entry in self.recorded if entry.model == model]
 
-    @property
-    def disconnects(self) -> int:
-        """Streams the client abandoned before the end (cancellation)."""
-        with self._lock:
-            return self._disconnects
-
-    @property
-    def models(self) -> list[str]:
-        with self._lock:
-            return sorted(self._scripts)
-
-    # -- used by the handler ----------------------------------------------
-
-    def _record(self, entry: RecordedRequest) -> None:
-        with self._lock:
-            self._requests.append(copy.deepcopy(entry))
-
-    def _note_disconnect(self) -> None:
-        with self._lock:
-            self._disconnects += 1
-
     def _reply_for(self, model: str, body: dict[str, Any]) -> Reply | None:
         """The scripted reply, or ``None`` for an unknown model."""
-        with self._lock:
-            script = self._scripts.get(model)
-        if script is None:
-            return None
-        if callable(script):
-            return script(body)
-        round_index = round_of(body)
-        if round_index >= len(script):
-            return Reply(
+        return self._scripted_reply(
+            model,
+            body,
+            lambda round_index: Reply(
                 fail_status=400,
                 fail_times=10**9,
                 fail_message=f"Fake script for model {model!r} has no reply for round {round_index}",
-            )
-        return script[round_index]
+            ),
+        )
 
     def _should_fail(self, reply: Reply, model: str, body: dict[str, Any]) -> bool:
-        if reply.fail_status is None:
-            return False
-        key = (model, round_of(body))
-        with self._lock:
-            served = self._failures.get(key, 0)
-            if served >= reply.fail_times:
-                return False
-            self._failures[key] = served + 1
-            return True
+        return self._fails_now(reply, model, body)
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], fake: FakeGeminiServer) -> None:
-        super().__init__(address, _Handler)
-        self.fake = fake
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Clients drop idle keep-alive connections all the time; that is not
-        worth a traceback on stderr. Anything else still gets one."""
-        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
-            logger.debug("fake gemini: client %s went away", client_address)
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(ScriptedHandler[FakeGeminiServer]):
     server_version = "FakeGemini/1.0"
-
-    @property
-    def fake(self) -> FakeGeminiServer:
-        assert isinstance(self.server, _HTTPServer)
-        return self.server.fake
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        logger.debug("fake gemini: " + format, *args)
 
     # -- routes ------------------------------------------------------------
 
@@ -743,7 +625,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send_events(turn.events(), reply)
             self._write_http_chunk(b"")  # EOF ends a Gemini stream; there is no [DONE]
-        except _ClientGone:
+        except ClientGone:
             self.fake._note_disconnect()
             self.close_connection = True
 
@@ -763,13 +645,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_http_chunk(piece)
             time.sleep(0.0005)  # let each piece reach the client as its own read
 
-    def _write_http_chunk(self, data: bytes) -> None:
-        """One HTTP/1.1 chunk; an empty ``data`` is the terminating chunk."""
-        try:
-            self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
-            raise _ClientGone from exc
+
+FakeGeminiServer.handler = _Handler
 
 
 # --------------------------------------------------------------------------

@@ -29,14 +29,14 @@ import copy
 import json
 import logging
 import re
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, TypeAlias
+
+from tests.fakes.scripted import ClientGone, ScriptedHandler, ScriptedServer
 
 logger = logging.getLogger(__name__)
 
@@ -635,11 +635,7 @@ class _ResponseTurn:
 # --------------------------------------------------------------------------
 
 
-class _ClientGone(Exception):
-    """The client closed the connection while we were streaming."""
-
-
-class FakeOpenAIServer:
+class FakeOpenAIServer(ScriptedServer):
     """The fake server. Thread-safe; start it once per module and ``reset()``
     between tests if startup cost matters.
 
@@ -647,88 +643,30 @@ class FakeOpenAIServer:
     <api_key>`` or get a 401, like a real server with a wrong key.
     """
 
+    label = "openai"
+    logger = logger
+    round_of = staticmethod(round_of)
+
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None) -> None:
-        self._host = host
-        self._port = port
-        self.api_key = api_key
-        self._lock = threading.Lock()
-        self._scripts: dict[str, Script] = {}
-        self._failures: dict[tuple[str, int], int] = {}
-        self._requests: list[dict[str, Any]] = []
+        super().__init__(host=host, port=port, api_key=api_key)
         self._stored: dict[str, list[dict[str, Any]]] = {}  # Responses: response id -> conversation items
-        self._disconnects = 0
         self._mid_character_splits = 0
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ---------------------------------------------------------
-
-    def start(self) -> FakeOpenAIServer:
-        if self._httpd is not None:
-            return self
-        httpd = _HTTPServer((self._host, self._port), self)
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai-server", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is None:
-            return
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._httpd = None
-        self._thread = None
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("FakeOpenAIServer is not started")
-        return int(self._httpd.server_address[1])
 
     @property
     def base_url(self) -> str:
         return f"http://{self._host}:{self.port}/v1"
 
-    # -- scripting and inspection -----------------------------------------
-
-    def add_script(self, model: str, script: Script) -> None:
-        with self._lock:
-            self._scripts[model] = script
-
-    def reset(self) -> None:
-        with self._lock:
-            self._scripts.clear()
-            self._failures.clear()
-            self._requests.clear()
-            self._stored.clear()
-            self._disconnects = 0
-            self._mid_character_splits = 0
+    def _reset_more(self) -> None:
+        self._stored.clear()
+        self._mid_character_splits = 0
 
     @property
     def requests(self) -> list[dict[str, Any]]:
         """Every request body received on either endpoint (a copy), oldest first."""
-        with self._lock:
-            return copy.deepcopy(self._requests)
+        return self._recorded_copy()
 
     def requests_for(self, model: str) -> list[dict[str, Any]]:
         return [body for body in self.requests if body.get("model") == model]
-
-    @property
-    def disconnects(self) -> int:
-        """Streams the client abandoned before the end (cancellation)."""
-        with self._lock:
-            return self._disconnects
 
     @property
     def mid_character_splits(self) -> int:
@@ -742,20 +680,7 @@ class FakeOpenAIServer:
             items = self._stored.get(response_id)
             return copy.deepcopy(items) if items is not None else None
 
-    @property
-    def models(self) -> list[str]:
-        with self._lock:
-            return sorted(self._scripts)
-
     # -- used by the handler ----------------------------------------------
-
-    def _record(self, body: dict[str, Any]) -> None:
-        with self._lock:
-            self._requests.append(copy.deepcopy(body))
-
-    def _note_disconnect(self) -> None:
-        with self._lock:
-            self._disconnects += 1
 
     def _note_mid_character_split(self) -> None:
         with self._lock:
@@ -767,33 +692,19 @@ class FakeOpenAIServer:
 
     def _reply_for(self, body: dict[str, Any]) -> Reply | None:
         """The scripted reply, or ``None`` for an unknown model."""
-        with self._lock:
-            script = self._scripts.get(str(body.get("model")))
-        if script is None:
-            return None
-        if callable(script):
-            return script(body)
-        round_index = round_of(body)
-        if round_index >= len(script):
-            model = body.get("model")
-            return Reply(
+        return self._scripted_reply(
+            str(body.get("model")),
+            body,
+            lambda round_index: Reply(
                 fail_status=400,
                 fail_times=10**9,
                 fail_code="fake_script_exhausted",
-                fail_message=f"Fake script for model {model!r} has no reply for round {round_index}",
-            )
-        return script[round_index]
+                fail_message=f"Fake script for model {body.get('model')!r} has no reply for round {round_index}",
+            ),
+        )
 
     def _should_fail(self, reply: Reply, body: dict[str, Any]) -> bool:
-        if reply.fail_status is None:
-            return False
-        key = (str(body.get("model")), round_of(body))
-        with self._lock:
-            served = self._failures.get(key, 0)
-            if served >= reply.fail_times:
-                return False
-            self._failures[key] = served + 1
-            return True
+        return self._fails_now(reply, str(body.get("model")), body)
 
 
 def _data_event(payload: dict[str, Any]) -> bytes:
@@ -818,33 +729,8 @@ def _middle_of_text(payloads: list[dict[str, Any]]) -> int:
     return max(1, (len(payloads) - 1) // 2)
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], fake: FakeOpenAIServer) -> None:
-        super().__init__(address, _Handler)
-        self.fake = fake
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Clients drop idle keep-alive connections all the time; that is not
-        worth a traceback on stderr. Anything else still gets one."""
-        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
-            logger.debug("fake openai: client %s went away", client_address)
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(ScriptedHandler[FakeOpenAIServer]):
     server_version = "FakeOpenAI/1.0"
-
-    @property
-    def fake(self) -> FakeOpenAIServer:
-        assert isinstance(self.server, _HTTPServer)
-        return self.server.fake
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        logger.debug("fake openai: " + format, *args)
 
     # -- routes ------------------------------------------------------------
 
@@ -992,7 +878,7 @@ class _Handler(BaseHTTPRequestHandler):
                 events.append(b"data: [DONE]\n\n")
                 self._send_with_stall(events, len(events) // 2, reply)
             self._write_http_chunk(b"")
-        except _ClientGone:
+        except ClientGone:
             self.fake._note_disconnect()
             self.close_connection = True
 
@@ -1020,7 +906,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self.fake._store(turn.response_id, stored_history)
                 self._send_with_stall(_named_events(payloads), cut, reply)
             self._write_http_chunk(b"")
-        except _ClientGone:
+        except ClientGone:
             self.fake._note_disconnect()
             self.close_connection = True
 
@@ -1053,13 +939,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.fake._note_mid_character_split()
             self._write_http_chunk(data[position:end])
 
-    def _write_http_chunk(self, data: bytes) -> None:
-        """One HTTP/1.1 chunk; an empty ``data`` is the terminating chunk."""
-        try:
-            self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
-            raise _ClientGone from exc
+
+FakeOpenAIServer.handler = _Handler
 
 
 # --------------------------------------------------------------------------
