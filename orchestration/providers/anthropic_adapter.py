@@ -74,6 +74,7 @@ from orchestration.providers.base import (
     TurnRequest,
     TurnResult,
 )
+from orchestration.providers.failures import logged_failure
 from tools.formats import to_anthropic as tools_to_anthropic
 
 logger = logging.getLogger(__name__)
@@ -185,17 +186,7 @@ class AnthropicProvider:
         error = provider_error_from(
             exc, where=self._where, model=request.model, idle_timeout_s=self.idle_timeout_s
         )
-        logger.warning(
-            "Provider call failed: %s",
-            error.message,
-            extra={
-                "provider": self.name,
-                "model": request.model,
-                "kind": str(error.kind),
-                "retryable": error.retryable,
-            },
-        )
-        return error
+        return logged_failure(error, provider=self.name, model=request.model)
 
 
 def request_params(request: TurnRequest, *, thinking_mode: ThinkingMode = "budget") -> dict[str, Any]:

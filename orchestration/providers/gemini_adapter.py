@@ -70,6 +70,7 @@ from orchestration.providers.base import (
     TurnRequest,
     TurnResult,
 )
+from orchestration.providers.failures import logged_failure
 from tools.formats import to_gemini
 
 logger = logging.getLogger(__name__)
@@ -246,12 +247,7 @@ class GeminiProvider:
             )
         else:
             error = error_from_malformed(exc, where=self._where)
-        logger.warning(
-            "Provider call failed: %s",
-            error.message,
-            extra={"provider": self.name, "model": request.model, "retryable": error.retryable},
-        )
-        return error
+        return logged_failure(error, provider=self.name, model=request.model)
 
 
 # --------------------------------------------------------------------------

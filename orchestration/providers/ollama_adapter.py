@@ -64,6 +64,7 @@ from orchestration.providers.base import (
     TurnRequest,
     TurnResult,
 )
+from orchestration.providers.failures import logged_failure
 from orchestration.providers.retry_hints import retry_after_from_headers
 from tools.formats import to_openai
 
@@ -234,12 +235,7 @@ class OllamaProvider:
         return ProviderError(message, retryable=True, kind=ErrorKind.CONNECTION)
 
     def _logged(self, error: ProviderError, request: TurnRequest) -> ProviderError:
-        logger.warning(
-            "Provider call failed: %s",
-            error.message,
-            extra={"provider": self.name, "model": request.model, "retryable": error.retryable},
-        )
-        return error
+        return logged_failure(error, provider=self.name, model=request.model)
 
 
 def server_root(base_url: str) -> str:

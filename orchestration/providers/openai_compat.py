@@ -35,6 +35,7 @@ from orchestration.providers.base import (
     TurnRequest,
     TurnResult,
 )
+from orchestration.providers.failures import logged_failure
 from orchestration.providers.tool_call_accumulator import ToolCallAccumulator
 
 logger = logging.getLogger(__name__)
@@ -137,17 +138,7 @@ class OpenAICompatibleProvider:
         return self._logged(error, request)
 
     def _logged(self, error: ProviderError, request: TurnRequest) -> ProviderError:
-        logger.warning(
-            "Provider call failed: %s",
-            error.message,
-            extra={
-                "provider": self.name,
-                "model": request.model,
-                "kind": str(error.kind),
-                "retryable": error.retryable,
-            },
-        )
-        return error
+        return logged_failure(error, provider=self.name, model=request.model)
 
 
 def result_from_completion(completion: Any, *, where: str) -> TurnResult:

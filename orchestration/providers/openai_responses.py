@@ -51,6 +51,7 @@ from orchestration.providers.base import (
     TurnRequest,
     TurnResult,
 )
+from orchestration.providers.failures import logged_failure
 from tools.formats import to_openai_responses
 
 logger = logging.getLogger(__name__)
@@ -163,17 +164,7 @@ class OpenAIResponsesProvider:
         return self._logged(error, request)
 
     def _logged(self, error: ProviderError, request: TurnRequest) -> ProviderError:
-        logger.warning(
-            "Provider call failed: %s",
-            error.message,
-            extra={
-                "provider": self.name,
-                "model": request.model,
-                "kind": str(error.kind),
-                "retryable": error.retryable,
-            },
-        )
-        return error
+        return logged_failure(error, provider=self.name, model=request.model)
 
 
 # --------------------------------------------------------------------------
