@@ -30,18 +30,16 @@ Run standalone with ``python -m tests.fakes.anthropic_server --port 8090``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from tests.fakes.scripted import ClientGone, ScriptedHandler, ScriptedServer
+from tests.fakes.scripted import ClientGone, ScriptedHandler, ScriptedServer, run_standalone
 
 logger = logging.getLogger(__name__)
 
@@ -638,25 +636,7 @@ def demo_script(body: dict[str, Any]) -> Reply:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Run the fake Anthropic Messages API.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8090)
-    parser.add_argument(
-        "--model", action="append", help="model name to serve (repeatable); default claude-fake"
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
-    server = FakeAnthropicServer(host=args.host, port=args.port)
-    for model in args.model or ["claude-fake"]:
-        server.add_script(model, demo_script)
-    server.start()
-    print(f"Fake Anthropic server at {server.base_url} serving {', '.join(server.models)}; Ctrl-C stops it.")
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    run_standalone(FakeAnthropicServer, label="Anthropic Messages API", port=8090, default_model="claude-fake", script=demo_script, argv=argv)
 
 
 if __name__ == "__main__":

@@ -21,13 +21,11 @@ Run standalone with ``python -m tests.fakes.gemini_server --port 8091``.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import json
 import logging
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -35,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.fakes.scripted import ClientGone, ScriptedHandler, ScriptedServer
+from tests.fakes.scripted import ClientGone, ScriptedHandler, ScriptedServer, run_standalone
 
 logger = logging.getLogger(__name__)
 
@@ -671,25 +669,7 @@ def demo_script(body: dict[str, Any]) -> Reply:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Run the fake Gemini API server.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8091)
-    parser.add_argument(
-        "--model", action="append", help="model name to serve (repeatable); default gemini-fake"
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
-    server = FakeGeminiServer(host=args.host, port=args.port)
-    for model in args.model or ["gemini-fake"]:
-        server.add_script(model, demo_script)
-    server.start()
-    print(f"Fake Gemini server at {server.base_url} serving {', '.join(server.models)}; Ctrl-C stops it.")
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    run_standalone(FakeGeminiServer, label="Gemini API", port=8091, default_model="gemini-fake", script=demo_script, argv=argv)
 
 
 if __name__ == "__main__":

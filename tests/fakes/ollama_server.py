@@ -20,12 +20,10 @@ Run standalone with ``python -m tests.fakes.ollama_server --port 11435``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import re
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -33,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
 
-from tests.fakes.scripted import ClientGone, ScriptedHandler, ScriptedServer
+from tests.fakes.scripted import ClientGone, ScriptedHandler, ScriptedServer, run_standalone
 
 logger = logging.getLogger(__name__)
 
@@ -496,25 +494,7 @@ def demo_script(body: dict[str, Any]) -> Reply:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Run the fake Ollama server.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=11435)
-    parser.add_argument(
-        "--model", action="append", help="model name to serve (repeatable); default fake-model"
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
-    server = FakeOllamaServer(host=args.host, port=args.port)
-    for model in args.model or ["fake-model"]:
-        server.add_script(model, demo_script)
-    server.start()
-    print(f"Fake Ollama server at {server.base_url} serving {', '.join(server.models)}; Ctrl-C stops it.")
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    run_standalone(FakeOllamaServer, label="Ollama", port=11435, default_model="fake-model", script=demo_script, argv=argv)
 
 
 if __name__ == "__main__":

@@ -24,19 +24,17 @@ Run standalone with ``python -m tests.fakes.openai_server --port 8089``.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import logging
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from tests.fakes.scripted import ClientGone, ScriptedHandler, ScriptedServer
+from tests.fakes.scripted import ClientGone, ScriptedHandler, ScriptedServer, run_standalone
 
 logger = logging.getLogger(__name__)
 
@@ -962,25 +960,7 @@ def demo_script(body: dict[str, Any]) -> Reply:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Run the fake OpenAI Chat Completions server.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8089)
-    parser.add_argument(
-        "--model", action="append", help="model name to serve (repeatable); default fake-model"
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
-    server = FakeOpenAIServer(host=args.host, port=args.port)
-    for model in args.model or ["fake-model"]:
-        server.add_script(model, demo_script)
-    server.start()
-    print(f"Fake OpenAI server at {server.base_url} serving {', '.join(server.models)}; Ctrl-C stops it.")
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    run_standalone(FakeOpenAIServer, label="OpenAI", port=8089, default_model="fake-model", script=demo_script, argv=argv)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ abandoned. Routing, wire formats and the ``Reply`` knobs stay in each fake.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import logging
 import sys
@@ -205,3 +206,34 @@ class ScriptedHandler(BaseHTTPRequestHandler, Generic[S]):
             self.wfile.flush()
         except _GONE as exc:
             raise ClientGone from exc
+
+
+def run_standalone(
+    server_class: type[ScriptedServer],
+    *,
+    label: str,
+    port: int,
+    default_model: str,
+    script: Any,
+    argv: Sequence[str] | None = None,
+) -> None:
+    """``python -m tests.fakes.<vendor>_server``: serve the demo script until Ctrl-C."""
+    parser = argparse.ArgumentParser(description=f"Run the fake {label} server.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=port)
+    parser.add_argument(
+        "--model", action="append", help=f"model name to serve (repeatable); default {default_model}"
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+    server = server_class(host=args.host, port=args.port)
+    for model in args.model or [default_model]:
+        server.add_script(model, script)
+    server.start()
+    print(f"Fake {label} server at {server.base_url} serving {', '.join(server.models)}; Ctrl-C stops it.")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()

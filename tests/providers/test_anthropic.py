@@ -23,6 +23,7 @@ from orchestration.providers.base import (
     TurnResult,
 )
 from tests.fakes.anthropic_server import FakeAnthropicServer, Reply, split_pieces, text_reply
+from tests.providers.streams import collect, texts
 
 MODEL = "claude-fake"
 API_KEY = "sk-ant-test"
@@ -67,18 +68,6 @@ def ask(
         options=options or {},
         stream=stream,
     )
-
-
-def collect(items: Iterator[StreamItem]) -> tuple[list[StreamItem], TurnResult]:
-    collected = list(items)
-    result = collected[-1]
-    assert isinstance(result, TurnResult)
-    assert not any(isinstance(item, TurnResult) for item in collected[:-1])
-    return collected[:-1], result
-
-
-def texts(items: list[StreamItem]) -> list[str]:
-    return [item.text for item in items if isinstance(item, TextDelta)]
 
 
 def follow_up(

@@ -36,6 +36,7 @@ from tests.fakes.gemini_server import (
     function_calls,
     text_reply,
 )
+from tests.providers.streams import collect, texts
 
 MODEL = "gemini-2.5-flash"
 KEY = "test-gemini-key"
@@ -100,18 +101,6 @@ def ask(
         options=options or {},
         stream=stream,
     )
-
-
-def collect(items: Iterator[StreamItem]) -> tuple[list[StreamItem], TurnResult]:
-    collected = list(items)
-    result = collected[-1]
-    assert isinstance(result, TurnResult)
-    assert not any(isinstance(item, TurnResult) for item in collected[:-1])
-    return collected[:-1], result
-
-
-def texts(items: list[StreamItem]) -> list[str]:
-    return [item.text for item in items if isinstance(item, TextDelta)]
 
 
 def failure(gen: Iterator[StreamItem]) -> tuple[list[StreamItem], ProviderError]:

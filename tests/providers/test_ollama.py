@@ -15,11 +15,9 @@ from orchestration.providers.base import (
     ErrorKind,
     ProviderError,
     ReasoningDelta,
-    StreamItem,
     TextDelta,
     ToolCall,
     TurnRequest,
-    TurnResult,
 )
 from orchestration.providers.ollama_adapter import (
     NdjsonLines,
@@ -37,6 +35,7 @@ from tests.fakes.ollama_server import (
     pieces_of,
     text_reply,
 )
+from tests.providers.streams import collect, texts
 
 MODEL = "qwen3:8b"
 TOOLS = [
@@ -86,18 +85,6 @@ def ask(
         options=options or {},
         stream=stream,
     )
-
-
-def collect(items: Iterator[StreamItem]) -> tuple[list[StreamItem], TurnResult]:
-    collected = list(items)
-    result = collected[-1]
-    assert isinstance(result, TurnResult)
-    assert not any(isinstance(item, TurnResult) for item in collected[:-1])
-    return collected[:-1], result
-
-
-def texts(items: list[StreamItem]) -> list[str]:
-    return [item.text for item in items if isinstance(item, TextDelta)]
 
 
 def failure(

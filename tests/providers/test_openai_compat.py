@@ -22,6 +22,7 @@ from orchestration.providers.base import (
 )
 from orchestration.providers.openai_compat import OpenAICompatibleProvider, _TurnState
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, text_reply
+from tests.providers.streams import collect, texts
 
 MODEL = "fake-gpt"
 TOOLS = [
@@ -66,18 +67,6 @@ def ask(
         options=options or {},
         stream=stream,
     )
-
-
-def collect(items: Iterator[StreamItem]) -> tuple[list[StreamItem], TurnResult]:
-    collected = list(items)
-    result = collected[-1]
-    assert isinstance(result, TurnResult)
-    assert not any(isinstance(item, TurnResult) for item in collected[:-1])
-    return collected[:-1], result
-
-
-def texts(items: list[StreamItem]) -> list[str]:
-    return [item.text for item in items if isinstance(item, TextDelta)]
 
 
 def test_text_answer_streams_and_captures_usage(server: FakeOpenAIServer) -> None:

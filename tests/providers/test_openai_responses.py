@@ -18,7 +18,6 @@ from orchestration.providers.base import (
     TextDelta,
     ToolCall,
     TurnRequest,
-    TurnResult,
 )
 from orchestration.providers.openai_responses import (
     OpenAIResponsesProvider,
@@ -27,6 +26,7 @@ from orchestration.providers.openai_responses import (
     request_params,
 )
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, echo_user
+from tests.providers.streams import collect, texts
 
 MODEL = "fake-gpt-5"
 TOOLS = [
@@ -84,18 +84,6 @@ def ask(
         options=options or {},
         stream=stream,
     )
-
-
-def collect(items: Iterator[StreamItem]) -> tuple[list[StreamItem], TurnResult]:
-    collected = list(items)
-    result = collected[-1]
-    assert isinstance(result, TurnResult)
-    assert not any(isinstance(item, TurnResult) for item in collected[:-1])
-    return collected[:-1], result
-
-
-def texts(items: list[StreamItem]) -> list[str]:
-    return [item.text for item in items if isinstance(item, TextDelta)]
 
 
 def wait_for_disconnect(server: FakeOpenAIServer) -> None:
