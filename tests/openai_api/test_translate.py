@@ -93,8 +93,10 @@ def test_unsupported_parameters_are_named(field, value):
 
 
 def test_default_values_of_unsupported_parameters_pass():
-    parse_chat_request(body(n=1, logprobs=False, modalities=["text"], response_format={"type": "text"},
-                            parallel_tool_calls=True, user="u1", metadata={"a": "b"}, top_p=None))
+    request = parse_chat_request(body(n=1, logprobs=False, modalities=["text"], response_format={"type": "text"},
+                                      parallel_tool_calls=True, user="u1", metadata={"a": "b"}, top_p=None))
+    # Accepted and ignored: the request reads exactly as it would without them.
+    assert request == parse_chat_request(body())
 
 
 def test_several_unsupported_parameters_are_all_named():
