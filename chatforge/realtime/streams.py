@@ -113,10 +113,15 @@ async def run_events(run_id: str, *, after: int = 0, block_ms: int = BLOCK_MS) -
 
         waited = block > 0
         block = block_ms
-        info = await _retrying("inspecting the log", run_id, lambda: log.ainfo(run_id))
+        # Postgres first, then the log: the engine publishes a run's events
+        # before it commits the rows that show them written, so whatever the
+        # database says happened is in the log by the time we look there.
+        # (The other order raced: a fast run published in between and its
+        # live log was taken for a lost one.)
         state = await database_sync_to_async(_run_state)(run_id)
         if state is None:
             return  # the run was deleted
+        info = await _retrying("inspecting the log", run_id, lambda: log.ainfo(run_id))
         run = state.run
         if not info.exists:
             if run.is_terminal:

@@ -164,3 +164,26 @@ def test_log_without_its_terminal_event_gets_it_rebuilt(finished_run):
     assert events[:-1] == whole[:-1]
     rebuilt = events[-1]
     assert {k: v for k, v in rebuilt.items() if k != "ts"} == {k: v for k, v in whole[-1].items() if k != "ts"}
+
+
+def test_a_run_that_publishes_while_the_reader_checks_it_is_not_taken_for_a_lost_log(engine, monkeypatch):
+    """Regression: the reader looked at the log before the database, so a run
+    that published between the two looks was served a snapshot instead of
+    its events (seen in embedded mode, where runs are fast)."""
+    import chatforge.realtime.streams as streams
+
+    run = start(engine)
+    real_state = streams._run_state
+    progressed = []
+
+    def state_after_the_run_moved_on(run_id):
+        if not progressed:  # the run executes its first turn right now
+            progressed.append(first_turn(run))
+        return real_state(run_id)
+
+    monkeypatch.setattr(streams, "_run_state", state_after_the_run_moved_on)
+    events = collect(str(run.id), limit=3)
+
+    assert progressed, "the reader never checked the run: the race was not exercised"
+    assert [e["type"] for e in events][:2] == ["run.started", "llm.started"]
+    assert_rising(events)
