@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt co
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install services bench lock worker-llm worker-tools beat
+.PHONY: run test install services browser screenshots bench lock worker-llm worker-tools beat
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,12 +22,20 @@ run: install
 	$(PY) manage.py create_demo_user --admin --instructions --base-url http://$(HOST):$(PORT)
 	$(PY) manage.py serve --host $(HOST) --port $(PORT)
 
-## Run the whole test suite (needs local Postgres and Redis; starts them if stopped)
-test: install services
+## Run the whole test suite (needs local Postgres, Redis and Debian's Chromium;
+## starts the services if stopped, installs what is missing when it may)
+test: install services browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 services:
 	bash deploy/local/ensure-services.sh
+
+browser:
+	bash deploy/local/ensure-browser.sh
+
+## Re-take the screenshots in docs/screenshots/ (the browser tests take them)
+screenshots: install services browser
+	CHATFORGE_SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/browser -q
 
 ## Re-pin every package after changing requirements*.txt (writes constraints.txt)
 lock:

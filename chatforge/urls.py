@@ -1,4 +1,4 @@
-"""URL routes: health, REST API, OpenAPI, admin."""
+"""URL routes: health, REST API, OpenAPI, admin, the web pages."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/", include("chatforge.api.urls")),
     path("", include("chatforge.openai_api.urls")),
     path("admin/", admin.site.urls),
+    path("", include("chatforge.web.urls")),
 ]
 
 handler404 = "chatforge.api.errors.not_found_view"

@@ -12,6 +12,8 @@ import secrets
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from .models import ApiToken
@@ -30,16 +32,44 @@ def _hash(plaintext: str) -> str:
 
 
 def api_token_create(*, user: AbstractBaseUser, name: str) -> IssuedToken:
+    token = ApiToken(user=user, name=name)
+    return IssuedToken(token=token, plaintext=api_token_issue(token=token))
+
+
+def api_token_issue(*, token: ApiToken) -> str:
+    """Give an unsaved token (user and name set) a fresh secret, insert it, and
+    return the plaintext, which exists nowhere else from then on.
+
+    For callers that already hold the instance, such as the admin's add form;
+    others use ``api_token_create``.
+    """
     plaintext = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(
-        user=user, name=name, prefix=plaintext[:10], key_hash=_hash(plaintext)
-    )
-    return IssuedToken(token=token, plaintext=plaintext)
+    token.prefix = plaintext[:10]
+    token.key_hash = _hash(plaintext)
+    token.save(force_insert=True)
+    return plaintext
 
 
 def api_token_revoke(*, token: ApiToken) -> None:
     token.revoked_at = timezone.now()
     token.save(update_fields=["revoked_at"])
+
+
+def api_tokens_revoke(*, tokens: QuerySet[ApiToken]) -> int:
+    """Revoke every still-active token of ``tokens`` in one statement; returns
+    how many were revoked (already revoked ones keep their revocation time)."""
+    return tokens.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+def api_token_rotate(*, token: ApiToken) -> IssuedToken:
+    """Revoke ``token`` and issue a new one with the same name and owner.
+
+    Both happen in one transaction, so a failure never leaves the user with
+    neither token nor with two live ones.
+    """
+    with transaction.atomic():
+        api_token_revoke(token=token)
+        return api_token_create(user=token.user, name=token.name)
 
 
 def user_for_token(plaintext: str) -> AbstractBaseUser | None:

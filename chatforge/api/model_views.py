@@ -11,8 +11,8 @@ from rest_framework.views import APIView
 
 from chatforge.api import schema
 from chatforge.api.errors import error_body
-from chatforge.llm.models import LanguageModel
-from chatforge.llm.validation import TestTimedOut, all_validation_statuses, model_test_run
+from chatforge.llm.listing import model_list
+from chatforge.llm.validation import TestTimedOut, model_test_run
 
 
 class ToolTestRequest(serializers.Serializer):
@@ -47,26 +47,4 @@ class ModelListView(APIView):
     @extend_schema(responses=dict, examples=[schema.MODEL_LIST])
     def get(self, request: Request) -> Response:
         """Configured models with capabilities and tool-calling validation status."""
-        statuses = all_validation_statuses()
-        rows = LanguageModel.objects.select_related("provider").filter(enabled=True, provider__enabled=True)
-        names = ["demo", *[r.name for r in rows]]
-        by_name = {r.name: r for r in rows}
-        models = []
-        for name in names:
-            row = by_name.get(name)
-            validation = statuses[name].as_dict() if name in statuses else {
-                "model": name, "tests": 0, "successes": 0, "success_rate": 0.0, "validated": False}
-            models.append({
-                "id": name,
-                "provider": row.provider.name if row else "built-in",
-                "kind": row.provider.kind if row else "demo",
-                "capabilities": {
-                    "tools": row.supports_tools if row else True,
-                    "streaming": row.supports_streaming if row else True,
-                    "reasoning": row.supports_reasoning if row else False,
-                    "verbosity": row.supports_verbosity if row else False,
-                    "vision": row.supports_vision if row else False,
-                },
-                "validation": validation,
-            })
-        return Response({"default": settings.CHATFORGE_DEFAULT_MODEL, "models": models})
+        return Response(model_list())

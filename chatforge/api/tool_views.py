@@ -9,10 +9,10 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from chatforge.catalog.catalog import code_tool_names, get_catalog
+from chatforge.catalog.catalog import get_catalog
+from chatforge.catalog.describe import tool_descriptions
 from chatforge.api import schema
 from orchestration.tool_context import tool_context_for
-from tools.base import Tool
 from tools.executor import execute_tool
 
 
@@ -36,30 +36,13 @@ class ToolResultSerializer(serializers.Serializer):
     execution_time_ms = serializers.IntegerField()
 
 
-def _describe(tool: Tool, code_names: set[str]) -> dict:
-    policy = tool.policy
-    return {
-        "name": tool.name,
-        "description": tool.description,
-        "parameters": tool.parameters,
-        "kind": "code" if tool.name in code_names else "data",
-        "policy": {
-            "timeout_s": policy.timeout_s,
-            "max_attempts": policy.max_attempts,
-            "side_effects": policy.side_effects,
-            "requires_approval": policy.requires_approval,
-        },
-    }
-
-
 class ToolViewSet(viewsets.ViewSet):
     lookup_field = "name"
     lookup_value_regex = r"[a-zA-Z0-9_-]{1,64}"
 
     @extend_schema(responses=ToolSerializer(many=True), examples=[schema.TOOL_LIST])
     def list(self, request: Request) -> Response:
-        code_names = code_tool_names()
-        return Response([_describe(t, code_names) for t in get_catalog(fresh=True).all()])
+        return Response(tool_descriptions())
 
     @extend_schema(request=InvokeSerializer, responses=ToolResultSerializer,
                    examples=[schema.TOOL_INVOKE, schema.TOOL_RESULT])

@@ -53,10 +53,16 @@ INSTALLED_APPS = [
     "chatforge.catalog",
     "chatforge.llm",
     "chatforge.openai_api",
+    "chatforge.web",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Serves the admin's and the web pages' static files from the web process
+    # itself, so no separate file server is needed (with far-future caching
+    # of hashed names after `collectstatic`).
+    "chatforge.web.middleware.AsyncFileResponses",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -95,6 +101,14 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# Without `collectstatic` (embedded mode, development, the tests) WhiteNoise
+# finds files in the apps' static folders; production images run
+# `collectstatic` and may turn this off (DJANGO_STATIC_USE_FINDERS=false).
+WHITENOISE_USE_FINDERS: bool = env.bool("DJANGO_STATIC_USE_FINDERS", default=True)
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "chat"
+LOGOUT_REDIRECT_URL = "login"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 if not DEBUG:

@@ -1,0 +1,32 @@
+"""How a tool is described to people: the API's tool list and the web pages
+show the same fields, built here once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.base import Tool
+
+from .catalog import code_tool_names, get_catalog
+
+
+def describe_tool(tool: Tool, code_names: set[str]) -> dict[str, Any]:
+    policy = tool.policy
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "kind": "code" if tool.name in code_names else "data",
+        "policy": {
+            "timeout_s": policy.timeout_s,
+            "max_attempts": policy.max_attempts,
+            "side_effects": policy.side_effects,
+            "requires_approval": policy.requires_approval,
+        },
+    }
+
+
+def tool_descriptions() -> list[dict[str, Any]]:
+    """Every enabled tool, read fresh (an admin's edit shows at once)."""
+    code_names = code_tool_names()
+    return [describe_tool(tool, code_names) for tool in get_catalog(fresh=True).all()]

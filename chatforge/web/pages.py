@@ -1,0 +1,83 @@
+"""What the web pages show, gathered from the same services the API uses.
+
+The views stay thin: each page's data comes from one function here, and the
+pages' JavaScript receives it as JSON (``json_script``) in the same shapes
+the REST API returns, so one renderer serves both the first paint and the
+live updates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+
+from chatforge.accounts.models import ApiToken
+from chatforge.accounts.secrets import user_secret_names
+from chatforge.api.serializers import ConversationSerializer, MessageSerializer
+from chatforge.catalog.describe import tool_descriptions
+from chatforge.catalog.models import Assistant
+from chatforge.conversations import selectors
+from chatforge.conversations.models import Conversation, Run
+from chatforge.llm.listing import model_list
+
+# The sidebar lists this many recent conversations; the history this many
+# recent messages (older ones stay readable through the API).
+SIDEBAR_CONVERSATIONS = 50
+HISTORY_MESSAGES = 200
+
+
+def assistant_choices() -> list[dict[str, Any]]:
+    return list(Assistant.objects.values("name", "description", "model", "tools", "max_iterations"))
+
+
+def chat_page_data(user: AbstractBaseUser, conversation: Conversation | None) -> dict[str, Any]:
+    """Sidebar, pickers, and the open conversation's history and live runs."""
+    recent = selectors.conversations_of(user)[:SIDEBAR_CONVERSATIONS]
+    data: dict[str, Any] = {
+        "conversations": ConversationSerializer(recent, many=True).data,
+        "models": model_list(),
+        "tools": [{"name": t["name"], "description": t["description"], "kind": t["kind"]} for t in tool_descriptions()],
+        "assistants": assistant_choices(),
+        "conversation": None,
+        "messages": [],
+        "active_runs": [],
+        "older_messages_hidden": 0,
+    }
+    if conversation is None:
+        return data
+    messages = selectors.messages_of(conversation)
+    shown = messages[-HISTORY_MESSAGES:]
+    data["conversation"] = ConversationSerializer(conversation).data
+    data["messages"] = _with_run_errors(MessageSerializer(shown, many=True).data)
+    data["older_messages_hidden"] = len(messages) - len(shown)
+    data["active_runs"] = [
+        {"id": str(run.id), "user_message_id": str(run.user_message_id), "status": run.status}
+        for run in Run.objects.filter(conversation=conversation, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+        .only("id", "user_message_id", "status")
+        .order_by("created_at")
+    ]
+    return data
+
+
+def _with_run_errors(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Failed replies carry their run's error, so history says why (one query)."""
+    failed = [m["run"] for m in messages if m["role"] == "assistant" and m["status"] == "error" and m["run"]]
+    errors = {str(k): v for k, v in Run.objects.filter(id__in=failed).values_list("id", "error")}
+    for message in messages:
+        if message["role"] == "assistant":
+            message["run_error"] = errors.get(str(message["run"]), "")
+    return messages
+
+
+def tool_testing_page_data() -> dict[str, Any]:
+    return {"tools": tool_descriptions(), "models": model_list()}
+
+
+def settings_page_data(user: AbstractBaseUser) -> dict[str, Any]:
+    """The user's secret names (never values) and tokens (prefix only)."""
+    return {
+        "secret_names": user_secret_names(user=user),
+        "tokens": list(ApiToken.objects.filter(user=user).only(
+            "id", "name", "prefix", "created_at", "last_used_at", "revoked_at")),
+    }

@@ -1,0 +1,294 @@
+// The chat page: history, sending, live runs over the run websocket, stop,
+// and resuming after a dropped connection or a page reload.
+//
+// Each live run keeps its state (run_state.js) in sessionStorage after every
+// event. A reload draws that state at once and reconnects with
+// ``?after=<last seq>``, so the server sends only what the page has not
+// seen; without a saved state it replays the run from its first event.
+
+import { api, pageData } from "./api.js";
+import { applyEvent, newRunState, stateFromMessage, TERMINAL } from "./run_state.js";
+import { createRunArticle, renderRun } from "./run_render.js";
+
+const page = pageData();
+const historyEl = document.getElementById("history");
+const form = document.getElementById("composer");
+const input = document.getElementById("message-input");
+const sendButton = document.getElementById("send-button");
+const stopButton = document.getElementById("stop-button");
+const errorEl = document.getElementById("composer-error");
+const modelSelect = document.getElementById("model-select");
+const assistantSelect = document.getElementById("assistant-select");
+const allToolsBox = document.getElementById("tools-all");
+const toolBoxes = [...document.querySelectorAll("input[name=tool]")];
+
+let conversationId = page.conversation ? page.conversation.id : null;
+const liveRuns = new Map(); // run id -> {state, article, socket, attempts, connection}
+const STORAGE_PREFIX = "chatforge.run.";
+const PREFS_KEY = "chatforge.chat.prefs";
+
+// ---------------------------------------------------------------- pickers
+
+function loadPrefs() {
+  try { return JSON.parse(localStorage.getItem(PREFS_KEY)) || {}; } catch { return {}; }
+}
+
+function savePrefs() {
+  localStorage.setItem(PREFS_KEY, JSON.stringify({
+    model: modelSelect.value,
+    assistant: assistantSelect.value,
+    allTools: allToolsBox.checked,
+    tools: toolBoxes.filter((b) => b.checked).map((b) => b.value),
+  }));
+}
+
+function restorePrefs() {
+  const prefs = loadPrefs();
+  if (prefs.model !== undefined && [...modelSelect.options].some((o) => o.value === prefs.model)) modelSelect.value = prefs.model;
+  if (prefs.assistant !== undefined && [...assistantSelect.options].some((o) => o.value === prefs.assistant)) assistantSelect.value = prefs.assistant;
+  if (prefs.allTools === false) {
+    allToolsBox.checked = false;
+    toolBoxes.forEach((b) => { b.checked = (prefs.tools || []).includes(b.value); });
+  }
+  syncToolBoxes();
+}
+
+function syncToolBoxes() {
+  toolBoxes.forEach((b) => { b.disabled = allToolsBox.checked; });
+  const chosen = toolBoxes.filter((b) => b.checked).length;
+  document.getElementById("tools-summary").textContent = allToolsBox.checked
+    ? "Tools: all" : `Tools: ${chosen} chosen`;
+}
+
+function runOptions() {
+  const options = { on_active: "enqueue" };
+  if (modelSelect.value) options.model = modelSelect.value;
+  if (assistantSelect.value) options.assistant = assistantSelect.value;
+  if (!allToolsBox.checked) options.tools = toolBoxes.filter((b) => b.checked).map((b) => b.value);
+  return options;
+}
+
+// ---------------------------------------------------------------- history
+
+function userArticle(message) {
+  const article = document.createElement("article");
+  article.className = "msg user";
+  article.dataset.messageId = message.id;
+  const who = document.createElement("div");
+  who.className = "msg-header";
+  who.textContent = "You";
+  const text = document.createElement("div");
+  text.className = "round-text";
+  text.textContent = message.content;
+  article.append(who, text);
+  return article;
+}
+
+function storedAssistantArticle(message) {
+  const state = stateFromMessage(message);
+  state.error = message.run_error || "";
+  const article = createRunArticle(message.run);
+  article.dataset.messageId = message.id;
+  renderRun(article, state);
+  return article;
+}
+
+function scrollToEnd() {
+  const nearEnd = historyEl.scrollHeight - historyEl.scrollTop - historyEl.clientHeight < 120;
+  if (nearEnd) historyEl.scrollTop = historyEl.scrollHeight;
+}
+
+function renderHistory() {
+  if (page.older_messages_hidden) {
+    const note = document.createElement("p");
+    note.className = "muted center";
+    note.textContent = `${page.older_messages_hidden} older messages are not shown.`;
+    historyEl.append(note);
+  }
+  for (const message of page.messages) {
+    historyEl.append(message.role === "user" ? userArticle(message) : storedAssistantArticle(message));
+  }
+  document.getElementById("empty-state").hidden = page.messages.length > 0;
+  historyEl.scrollTop = historyEl.scrollHeight;
+}
+
+// ---------------------------------------------------------------- live runs
+
+function savedState(runId) {
+  try {
+    const state = JSON.parse(sessionStorage.getItem(STORAGE_PREFIX + runId));
+    return state && state.runId === runId ? state : null;
+  } catch { return null; }
+}
+
+function forgetEndedRuns() {
+  const active = new Set(page.active_runs.map((r) => r.id));
+  for (let i = sessionStorage.length - 1; i >= 0; i -= 1) {
+    const key = sessionStorage.key(i);
+    if (key.startsWith(STORAGE_PREFIX) && !active.has(key.slice(STORAGE_PREFIX.length))) sessionStorage.removeItem(key);
+  }
+}
+
+function socketUrl(runId, after) {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const query = after > 0 ? `?after=${after}` : "";
+  return `${scheme}://${location.host}/ws/runs/${runId}/${query}`;
+}
+
+let renderQueued = false;
+function scheduleRender() {
+  if (renderQueued) return;
+  renderQueued = true;
+  requestAnimationFrame(() => {
+    renderQueued = false;
+    for (const live of liveRuns.values()) {
+      if (live.dirty) { live.dirty = false; renderRun(live.article, live.state, live.connection); }
+    }
+    updateStopButton();
+    scrollToEnd();
+  });
+}
+
+function updateStopButton() {
+  const running = [...liveRuns.values()].some((l) => !TERMINAL.has(l.state.status));
+  stopButton.hidden = !running;
+  stopButton.disabled = !running;
+}
+
+function connect(live) {
+  const { state } = live;
+  const socket = new WebSocket(socketUrl(state.runId, state.lastSeq));
+  live.socket = socket;
+  socket.onopen = () => {
+    live.attempts = 0;
+    live.connection = "";
+    live.dirty = true;
+    scheduleRender();
+  };
+  socket.onmessage = (message) => {
+    let event;
+    try { event = JSON.parse(message.data); } catch { return; }
+    if (!applyEvent(state, event)) return;
+    live.dirty = true;
+    if (TERMINAL.has(state.status)) sessionStorage.removeItem(STORAGE_PREFIX + state.runId);
+    else sessionStorage.setItem(STORAGE_PREFIX + state.runId, JSON.stringify(state));
+    scheduleRender();
+  };
+  socket.onclose = () => {
+    if (TERMINAL.has(state.status) || live.stopped) return;
+    // Dropped before the run ended: come back from the last seq we have.
+    live.connection = "reconnecting";
+    live.dirty = true;
+    scheduleRender();
+    const delay = Math.min(5000, 250 * 2 ** live.attempts);
+    live.attempts += 1;
+    setTimeout(() => connect(live), delay);
+  };
+}
+
+function follow(runId, article, status = "queued") {
+  const state = savedState(runId) || newRunState(runId, status);
+  const live = { state, article, socket: null, attempts: 0, connection: "connecting", dirty: true, stopped: false };
+  liveRuns.set(runId, live);
+  renderRun(article, state);
+  connect(live);
+  scheduleRender();
+  return live;
+}
+
+function resumeActiveRuns() {
+  for (const run of page.active_runs) {
+    const article = createRunArticle(run.id);
+    const userMessage = historyEl.querySelector(`article.user[data-message-id="${run.user_message_id}"]`);
+    if (userMessage) userMessage.after(article);
+    else historyEl.append(article);
+    follow(run.id, article, run.status);
+  }
+}
+
+// ---------------------------------------------------------------- sending
+
+function showError(text) {
+  errorEl.textContent = text;
+  errorEl.hidden = !text;
+}
+
+function addToSidebar(conversation) {
+  const list = document.getElementById("conversation-list");
+  const link = document.createElement("a");
+  link.href = `/c/${conversation.id}/`;
+  link.className = "conversation current";
+  link.dataset.conversationId = conversation.id;
+  const title = document.createElement("span");
+  title.className = "title";
+  title.textContent = conversation.title || "Untitled";
+  link.append(title);
+  list.querySelectorAll(".current").forEach((c) => c.classList.remove("current"));
+  list.prepend(link);
+  document.getElementById("no-conversations")?.remove();
+}
+
+async function send(event) {
+  event.preventDefault();
+  const content = input.value;
+  if (!content.trim()) { showError("Type a message first."); return; }
+  showError("");
+  sendButton.disabled = true;
+  try {
+    if (!conversationId) {
+      const conversation = await api("POST", "/api/conversations/", { title: content.trim().slice(0, 80) });
+      conversationId = conversation.id;
+      history.replaceState(null, "", `/c/${conversationId}/`);
+      document.getElementById("conversation-title").textContent = conversation.title;
+      addToSidebar(conversation);
+    }
+    const accepted = await api("POST", `/api/conversations/${conversationId}/messages/`, { content, ...runOptions() });
+    // Only now is the message safely stored: clear the box.
+    input.value = "";
+    document.getElementById("empty-state").hidden = true;
+    historyEl.append(userArticle({ id: accepted.message_id, content }));
+    const article = createRunArticle(accepted.run_id);
+    historyEl.append(article);
+    follow(accepted.run_id, article, accepted.status);
+    historyEl.scrollTop = historyEl.scrollHeight;
+  } catch (error) {
+    showError(error.message);
+  } finally {
+    sendButton.disabled = false;
+    input.focus();
+  }
+}
+
+async function stopRuns() {
+  stopButton.disabled = true;
+  const running = [...liveRuns.values()].filter((l) => !TERMINAL.has(l.state.status));
+  const results = await Promise.allSettled(running.map((l) => api("POST", `/api/runs/${l.state.runId}/cancel/`)));
+  const failed = results.find((r) => r.status === "rejected");
+  if (failed) showError(failed.reason.message);
+  // The run's own run.cancelled event updates the page.
+}
+
+// ---------------------------------------------------------------- start
+
+form.addEventListener("submit", send);
+input.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    form.requestSubmit();
+  }
+});
+stopButton.addEventListener("click", stopRuns);
+[modelSelect, assistantSelect, allToolsBox, ...toolBoxes].forEach((c) => c.addEventListener("change", () => {
+  syncToolBoxes();
+  savePrefs();
+}));
+window.addEventListener("pagehide", () => {
+  for (const live of liveRuns.values()) { live.stopped = true; live.socket?.close(); }
+});
+
+restorePrefs();
+forgetEndedRuns();
+renderHistory();
+resumeActiveRuns();
+updateStopButton();
+input.focus();

@@ -1,0 +1,135 @@
+// Draws a run state (run_state.js) into an <article>. Elements are keyed by
+// round iteration and tool call id and updated in place, so streaming text
+// does not rebuild the page and a card the reader opened stays open.
+// Everything the model or a tool produced goes in as text, never as HTML.
+
+import { TERMINAL } from "./run_state.js";
+
+const STATUS_LABELS = {
+  queued: "queued", running: "running", completed: "completed",
+  failed: "failed", cancelled: "cancelled",
+};
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
+
+// JSON shown indented; anything else as it came.
+export function pretty(text) {
+  if (typeof text !== "string") return JSON.stringify(text, null, 2);
+  try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return text; }
+}
+
+export function formatMs(ms) {
+  if (ms === null || ms === undefined) return "";
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+export function createRunArticle(runId) {
+  const article = el("article", "msg assistant");
+  article.dataset.runId = runId || "";
+  const header = el("div", "msg-header");
+  header.append(el("span", "who", "Assistant"), el("span", "badge run-status"), el("span", "notice"));
+  article.append(header, el("div", "rounds"), el("p", "run-outcome"));
+  return article;
+}
+
+function toolCard(tool) {
+  const card = el("details", "tool-card");
+  card.dataset.toolId = tool.id;
+  const summary = el("summary");
+  summary.append(
+    el("span", "spinner"), el("span", "tool-name mono"), el("span", "tool-args-inline mono"),
+    el("span", "badge tool-status"), el("span", "tool-duration"), el("span", "tool-attempts"),
+  );
+  const body = el("div", "tool-body");
+  body.append(el("div", "label", "Arguments"), el("pre", "tool-args mono"),
+    el("div", "label tool-output-label", "Output"), el("pre", "tool-output mono"), el("p", "tool-retry"));
+  card.append(summary, body);
+  return card;
+}
+
+function renderTool(card, tool) {
+  card.dataset.toolName = tool.name;
+  card.dataset.status = tool.status;
+  setText(card.querySelector(".tool-name"), tool.name);
+  const args = tool.arguments || "{}";
+  setText(card.querySelector(".tool-args-inline"), args.length > 80 ? `${args.slice(0, 77)}…` : args);
+  setText(card.querySelector(".tool-status"), tool.status);
+  card.querySelector(".tool-status").dataset.status = tool.status;
+  setText(card.querySelector(".tool-duration"), formatMs(tool.ms));
+  setText(card.querySelector(".tool-attempts"), tool.attempts > 1 ? `attempt ${tool.attempts}` : "");
+  setText(card.querySelector(".tool-args"), pretty(args));
+  const failed = tool.status === "error" || tool.status === "timeout";
+  setText(card.querySelector(".tool-output-label"), failed ? "Error" : "Output");
+  setText(card.querySelector(".tool-output"), tool.status === "running" ? "running…" : pretty(tool.output));
+  setText(card.querySelector(".tool-retry"),
+    tool.lastError && tool.status === "running" ? `Retrying after: ${tool.lastError}` : "");
+}
+
+function roundElement(container, round, live) {
+  let node = container.querySelector(`:scope > .round[data-iteration="${round.iteration}"]`);
+  if (!node) {
+    node = el("section", "round");
+    node.dataset.iteration = String(round.iteration);
+    const reasoning = el("details", "reasoning");
+    reasoning.append(el("summary", null, "Reasoning"), el("pre", "reasoning-text"));
+    node.append(reasoning, el("div", "round-text"), el("div", "tools"));
+    // Keep rounds in iteration order even if one arrives late.
+    const after = [...container.children].find((c) => Number(c.dataset.iteration) > round.iteration);
+    container.insertBefore(node, after || null);
+  }
+  const reasoning = node.querySelector(".reasoning");
+  reasoning.hidden = !round.reasoning;
+  setText(reasoning.querySelector(".reasoning-text"), round.reasoning);
+  setText(node.querySelector(".round-text"), round.text);
+  const tools = node.querySelector(".tools");
+  for (const tool of round.tools) {
+    let card = tools.querySelector(`:scope > .tool-card[data-tool-id="${CSS.escape(tool.id)}"]`);
+    if (!card) {
+      card = toolCard(tool);
+      card.open = live;
+      tools.append(card);
+    }
+    renderTool(card, tool);
+  }
+  return node;
+}
+
+// Draws ``state``; ``connection`` is "", "connecting" or "reconnecting".
+export function renderRun(article, state, connection = "") {
+  const live = !TERMINAL.has(state.status);
+  article.dataset.status = state.status;
+  const badge = article.querySelector(".run-status");
+  setText(badge, STATUS_LABELS[state.status] || state.status);
+  badge.dataset.status = state.status;
+  const notice = connection === "reconnecting" ? "Connection lost; reconnecting…" : state.notice;
+  setText(article.querySelector(".notice"), live ? notice : "");
+  const rounds = article.querySelector(".rounds");
+  const kept = new Set();
+  for (const round of state.rounds) kept.add(roundElement(rounds, round, live));
+  // A snapshot may have dropped rounds (a re-run turn): remove their elements.
+  for (const child of [...rounds.children]) if (!kept.has(child)) child.remove();
+  if (!live && article.dataset.folded !== "true") {
+    // Seed 003's "UI Display": once the run ends, the tool history folds
+    // away and the answer stays in view.
+    article.dataset.folded = "true";
+    article.querySelectorAll(".tool-card").forEach((card) => { card.open = false; });
+  }
+  const outcome = article.querySelector(".run-outcome");
+  outcome.className = `run-outcome ${state.status}`;
+  let text = "";
+  if (state.status === "failed") text = `Failed: ${state.error || "the run failed."}`;
+  else if (state.status === "cancelled") text = "Stopped: the run was cancelled.";
+  else if (state.status === "completed" && state.maxIterationsReached) {
+    text = "The tool-call limit was reached; the model answered with what it had.";
+  } else if (state.status === "queued") text = "Waiting to start…";
+  setText(outcome, text);
+}

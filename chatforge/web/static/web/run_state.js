@@ -1,0 +1,189 @@
+// The state of one assistant reply, built either from a stored message or
+// from a run's events. Pure functions, no DOM: the renderer draws whatever
+// this holds, so a page reload, a reconnect or a snapshot all end in the
+// same picture.
+//
+// state = {
+//   runId, lastSeq, status: queued|running|completed|failed|cancelled,
+//   error, notice, finishReason, maxIterationsReached,
+//   iteration,                        // the model turn streaming now
+//   rounds: [{iteration, text, reasoning,
+//             tools: [{id, name, arguments, status, output, ms, attempts, lastError}]}],
+// }
+
+export const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+
+export function newRunState(runId, status = "queued") {
+  return {
+    runId, lastSeq: 0, status, error: "", notice: "", finishReason: "",
+    maxIterationsReached: false, iteration: 0, rounds: [],
+  };
+}
+
+function roundFor(state, iteration) {
+  let round = state.rounds.find((r) => r.iteration === iteration);
+  if (!round) {
+    round = { iteration, text: "", reasoning: "", tools: [] };
+    state.rounds.push(round);
+    state.rounds.sort((a, b) => a.iteration - b.iteration);
+  }
+  return round;
+}
+
+function findTool(state, id) {
+  for (const round of state.rounds) {
+    const tool = round.tools.find((t) => t.id === id);
+    if (tool) return tool;
+  }
+  return null;
+}
+
+function upsertTool(round, call) {
+  let tool = round.tools.find((t) => t.id === call.id);
+  if (!tool) {
+    tool = { id: call.id, name: call.name, arguments: "", status: "running", output: "", ms: null, attempts: 1, lastError: "" };
+    round.tools.push(tool);
+  }
+  tool.name = call.name;
+  tool.arguments = call.arguments || "";
+  return tool;
+}
+
+// The tool rounds of a stored message or a snapshot, in the API's shape:
+// [{iteration, assistant_response, tool_calls: [{id, name, arguments}],
+//   results: [{tool_call_id, output, status, execution_time_ms}]}]
+function applyRounds(state, rounds) {
+  for (const stored of rounds || []) {
+    const round = roundFor(state, stored.iteration ?? 0);
+    round.text = stored.assistant_response || "";
+    for (const call of stored.tool_calls || []) upsertTool(round, call);
+    for (const result of stored.results || []) {
+      const tool = findTool(state, result.tool_call_id);
+      if (!tool) continue;
+      tool.status = result.status === "pending" ? "running" : result.status;
+      tool.output = result.output || "";
+      tool.ms = result.execution_time_ms ?? null;
+    }
+  }
+}
+
+function settleUnfinishedTools(state) {
+  for (const round of state.rounds) {
+    for (const tool of round.tools) {
+      if (tool.status === "running") tool.status = state.status === "cancelled" ? "cancelled" : "error";
+    }
+  }
+}
+
+// A stored assistant message (GET /api/conversations/{id}/messages/).
+export function stateFromMessage(message) {
+  const status = { final: "completed", error: "failed", cancelled: "cancelled" }[message.status] || "completed";
+  const state = newRunState(message.run, status);
+  applyRounds(state, message.tool_rounds);
+  const last = state.rounds.length ? state.rounds[state.rounds.length - 1].iteration : -1;
+  if (message.content) roundFor(state, last + 1).text = message.content;
+  state.finishReason = message.finish_reason || "";
+  settleUnfinishedTools(state);
+  return state;
+}
+
+// Applies one event; returns false for an event already applied (a replay
+// after a reconnect never duplicates text).
+export function applyEvent(state, event) {
+  if (typeof event.seq === "number") {
+    if (event.seq <= state.lastSeq) return false;
+    state.lastSeq = event.seq;
+  }
+  const d = event.data || {};
+  switch (event.type) {
+    case "run.started":
+      state.status = "running";
+      break;
+    case "llm.started": {
+      // Sent again when a turn is re-run after a worker crash: its earlier
+      // partial text is dropped.
+      state.status = "running";
+      state.iteration = d.iteration;
+      const round = roundFor(state, d.iteration);
+      round.text = "";
+      round.reasoning = "";
+      state.notice = "";
+      break;
+    }
+    case "llm.retry": {
+      const round = roundFor(state, d.iteration);
+      if (d.discard_text) { round.text = ""; round.reasoning = ""; }
+      state.notice = `The model call failed (${d.error}); trying again (attempt ${d.attempt}).`;
+      break;
+    }
+    case "content.delta":
+      roundFor(state, state.iteration).text += d.text || "";
+      state.notice = "";
+      break;
+    case "reasoning.delta":
+      roundFor(state, state.iteration).reasoning += d.text || "";
+      break;
+    case "tool_call":
+      upsertTool(roundFor(state, d.iteration ?? state.iteration), d);
+      break;
+    case "tool.retry": {
+      const tool = findTool(state, d.tool_call_id);
+      if (tool) { tool.attempts = d.attempt; tool.lastError = d.error || ""; }
+      break;
+    }
+    case "tool_output": {
+      const tool = findTool(state, d.tool_call_id);
+      if (tool) { tool.status = d.status; tool.output = d.output || ""; tool.ms = d.execution_time_ms ?? null; }
+      break;
+    }
+    case "snapshot":
+      applySnapshot(state, d);
+      break;
+    case "run.completed":
+      state.status = "completed";
+      state.finishReason = d.finish_reason || "";
+      state.maxIterationsReached = Boolean(d.max_iterations_reached);
+      state.notice = "";
+      break;
+    case "run.failed":
+      state.status = "failed";
+      state.error = d.error || "The run failed.";
+      state.notice = "";
+      settleUnfinishedTools(state);
+      break;
+    case "run.cancelled":
+      state.status = "cancelled";
+      state.notice = "";
+      settleUnfinishedTools(state);
+      break;
+    default:
+      break;
+  }
+  return true;
+}
+
+// "Replace what you have for this run", keeping the text the current turn
+// streamed (a snapshot does not hold it).
+function applySnapshot(state, d) {
+  const streaming = state.rounds.find((r) => r.iteration === d.iteration);
+  const keep = streaming ? { text: streaming.text, reasoning: streaming.reasoning } : null;
+  state.rounds = [];
+  state.status = d.status;
+  state.iteration = d.iteration;
+  state.error = d.error || "";
+  if (d.message) {
+    const stored = stateFromMessage(d.message);
+    state.rounds = stored.rounds;
+    state.finishReason = stored.finishReason;
+    return;
+  }
+  applyRounds(state, d.rounds);
+  if (keep && !state.rounds.some((r) => r.iteration === d.iteration)) {
+    Object.assign(roundFor(state, d.iteration), keep);
+  }
+}
+
+// The reply's whole text (every round's), as a reader sees it.
+export function fullText(state) {
+  return state.rounds.map((r) => r.text).filter(Boolean).join("\n\n");
+}

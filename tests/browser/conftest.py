@@ -1,0 +1,114 @@
+"""Browser tests: Playwright driving Debian's Chromium (never a downloaded
+browser) against the distributed stack (real workers, uvicorn, Postgres,
+Redis, the fake LLM server).
+
+``make test`` installs Chromium with apt when it is missing; these tests do
+not skip without it, they fail saying how to install it.
+
+Set ``CHATFORGE_SCREENSHOTS_DIR`` to keep the screenshots the tests take at
+the moments the docs show (``make screenshots`` writes them to
+``docs/screenshots/``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from chatforge.llm.models import LanguageModel, Provider
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.stack import DistributedStack
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+PASSWORD = "browser-test-pw"
+
+
+@pytest.fixture
+def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
+    """One Chromium per test. Playwright's sync API keeps an asyncio loop
+    running in this thread, which makes Django refuse ORM calls from the
+    test ("async context"); the refusal is lifted only while a browser test
+    runs, where nothing else shares the thread."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's Chromium (apt-get install chromium); "
+                    "`make test` does it when run as root or with CI=true.")
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield page
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+@pytest.fixture
+def browser_user(django_user_model):
+    """A user who can log in with ``PASSWORD``; ``staff=True`` for the admin."""
+
+    def make(username: str, *, staff: bool = False):
+        return django_user_model.objects.create_user(
+            username=username, password=PASSWORD, is_staff=staff, is_superuser=staff)
+
+    return make
+
+
+@pytest.fixture
+def log_in(stack: DistributedStack) -> Callable[[Page, str], None]:
+    def log_in(page: Page, username: str) -> None:
+        page.goto(f"{stack.http_url}/")
+        page.fill("#id_username", username)
+        page.fill("#id_password", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_selector("#message-input")
+
+    return log_in
+
+
+@pytest.fixture
+def fake_model(fake_llm: FakeOpenAIServer) -> Callable[..., str]:
+    """A model row served by the fake LLM with ``script``, so it is in the
+    pages' model pickers. Returns its name."""
+
+    def make(name: str, script) -> str:
+        provider, _ = Provider.objects.get_or_create(
+            name="fake-openai", defaults={"kind": "openai", "base_url": fake_llm.base_url})
+        LanguageModel.objects.create(name=name, provider=provider)
+        fake_llm.add_script(name, script)
+        return name
+
+    return make
+
+
+@pytest.fixture
+def screenshot() -> Callable[[Page, str], None]:
+    """Keeps a screenshot when CHATFORGE_SCREENSHOTS_DIR is set."""
+    target = os.environ.get("CHATFORGE_SCREENSHOTS_DIR")
+
+    def take(page: Page, name: str, *, full_page: bool = False) -> None:
+        if target:
+            Path(target).mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(Path(target) / f"{name}.png"), full_page=full_page)
+
+    return take
