@@ -14,5 +14,5 @@ urlpatterns = [
     path("", include("chatforge.web.urls")),
 ]
 
-handler404 = "chatforge.api.errors.not_found_view"
-handler500 = "chatforge.api.errors.server_error_view"
+handler404 = "chatforge.web.errors.not_found_view"
+handler500 = "chatforge.web.errors.server_error_view"

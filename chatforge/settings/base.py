@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -105,6 +106,10 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 # finds files in the apps' static folders; production images run
 # `collectstatic` and may turn this off (DJANGO_STATIC_USE_FINDERS=false).
 WHITENOISE_USE_FINDERS: bool = env.bool("DJANGO_STATIC_USE_FINDERS", default=True)
+if WHITENOISE_USE_FINDERS:
+    # Without `collectstatic` STATIC_ROOT does not exist, and WhiteNoise says
+    # so at every start although the finders serve every file.
+    warnings.filterwarnings("ignore", message="No directory at", module="whitenoise.base")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "chat"
