@@ -43,7 +43,10 @@ class Command(BaseCommand):
 
 
 _INSTRUCTIONS = """
-Chat with ChatForge (the built-in demo model answers time and arithmetic questions with tools):
+In a browser: {base}/  (log in as the demo user; tool testing at {base}/tools/testing/,
+your keys and tokens at {base}/settings/)
+
+Chat through the API (the built-in demo model answers time and arithmetic questions with tools):
 
   export TOKEN={token}
   CONV=$(curl -s -X POST -H "Authorization: Bearer $TOKEN" {base}/api/conversations/ | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
