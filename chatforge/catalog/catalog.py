@@ -16,6 +16,7 @@ from functools import lru_cache
 
 from django.conf import settings
 
+from tools.base import Tool
 from tools.registry import DuplicateToolError, ToolRegistry, build_registry
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,12 @@ def _code_registry() -> ToolRegistry:
 
 def code_tool_names() -> set[str]:
     return set(_code_registry().names())
+
+
+def code_tools() -> list[Tool]:
+    """Every code tool this process loaded, sorted by name, whether switched off or not
+    (the admin lists them all and says which are off)."""
+    return _code_registry().all()
 
 
 def _build() -> ToolRegistry:

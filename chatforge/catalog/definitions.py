@@ -87,6 +87,8 @@ def check_definition(defn: ToolDefinition) -> None:
     """Raise ``ValidationError`` (per field) unless the row makes a working tool."""
     from .catalog import code_tool_names
 
+    if defn.kind not in ToolDefinition.Kind.values:
+        return  # the field's own validation reports it; nothing else can be judged without a kind
     errors: dict[str, list[str]] = {}
     if defn.name in code_tool_names():
         errors["name"] = [f"'{defn.name}' is already a built-in or code tool; choose another name."]
@@ -112,13 +114,26 @@ def check_definition(defn: ToolDefinition) -> None:
                 parse(defn.response_path)
             except Exception as exc:  # the library raises several exception types
                 errors["response_path"] = [f"Not a valid JSONPath: {exc}"]
+    for backoff in ("backoff_initial_s", "backoff_max_s"):
+        if getattr(defn, backoff) is not None and getattr(defn, backoff) < 0:
+            errors[backoff] = ["Must not be negative."]
     if not errors:
         try:
             tool_from_definition(defn)
         except (ValueError, TypeError) as exc:
-            errors["parameters" if "schema" in str(exc).lower() else "__all__"] = [str(exc)]
+            errors[_field_of(str(exc))] = [str(exc)]
     if errors:
         raise ValidationError(errors)
+
+
+# Which field a message from building the tool is about, so the admin shows
+# it next to that field rather than at the top of the form.
+_FIELD_HINTS = (("invalid tool name", "name"), ("description", "description"), ("schema", "parameters"))
+
+
+def _field_of(message: str) -> str:
+    lowered = message.lower()
+    return next((field for hint, field in _FIELD_HINTS if hint in lowered), "__all__")
 
 
 def check_assistant(assistant: Assistant) -> None:

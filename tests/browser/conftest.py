@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from django.db import connections
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from chatforge.llm.models import LanguageModel, Provider
@@ -49,6 +50,9 @@ def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
         instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield instance
         instance.close()
+        # ORM calls made while Playwright's loop ran used connections of
+        # their own; close them, or the test database cannot be dropped.
+        connections.close_all()
 
 
 @pytest.fixture

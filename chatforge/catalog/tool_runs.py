@@ -1,0 +1,143 @@
+"""Trying one tool by hand (the admin's "Run with arguments" page).
+
+A person testing a tool wants the tool as it is configured, whether or not
+runs may use it right now: a data tool being prepared is still disabled, a
+code tool may be switched off by ``CHATFORGE_DISABLED_TOOLS``. So the tool
+is looked up among all code tools and all data tool rows, not in the
+catalog, and executed through the same executor (argument checks, timeout,
+retries) as in a run, with the calling person's identity and secrets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from django.conf import settings
+
+from orchestration.tool_context import tool_context_for
+from tools.base import Tool
+from tools.executor import ToolResult, execute_tool
+from tools.registry import ToolRegistry
+
+from .catalog import code_tools
+from .definitions import tool_from_definition
+from .models import ToolDefinition
+
+ToolKind = Literal["code", "data"]
+
+# A placeholder per JSON type for required properties the schema gives no
+# example for: the person sees the shape of the arguments and fills it in.
+_TYPE_PLACEHOLDERS: dict[str, Any] = {
+    "string": "",
+    "integer": 0,
+    "number": 0,
+    "boolean": False,
+    "array": [],
+    "object": {},
+    "null": None,
+}
+
+
+@dataclass(frozen=True)
+class RunnableTool:
+    """A tool found for a manual run, and what the page says about it."""
+
+    tool: Tool
+    kind: ToolKind
+    # Why runs would not offer it now ("" when they would).
+    unavailable_reason: str
+    definition: ToolDefinition | None = None
+
+
+def find_runnable_tool(name: str) -> RunnableTool | None:
+    """The code tool or data tool row called ``name``, or None.
+
+    A stored row that no longer builds (e.g. edited in the database by hand)
+    raises ``ValueError`` with the reason, so the page can say so.
+    """
+    for tool in code_tools():
+        if tool.name == name:
+            return RunnableTool(tool=tool, kind="code", unavailable_reason=code_tool_unavailable_reason(name))
+    definition = ToolDefinition.objects.filter(name=name).first()
+    if definition is None:
+        return None
+    reason = "" if definition.enabled else "This data tool is disabled: runs do not offer it."
+    if not settings.CHATFORGE_TOOLS_ENABLED:
+        reason = "Tools are turned off (CHATFORGE_TOOLS_ENABLED=false): runs get no tools."
+    return RunnableTool(
+        tool=tool_from_definition(definition), kind="data", unavailable_reason=reason, definition=definition
+    )
+
+
+def code_tool_unavailable_reason(name: str) -> str:
+    """Why runs would not offer code tool ``name`` ("" when they would)."""
+    if not settings.CHATFORGE_TOOLS_ENABLED:
+        return "Tools are turned off (CHATFORGE_TOOLS_ENABLED=false): runs get no tools."
+    if name in settings.CHATFORGE_DISABLED_TOOLS:
+        return "Left out by CHATFORGE_DISABLED_TOOLS: runs do not offer it."
+    return ""
+
+
+def sample_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    """Arguments to start from: each property's first example, its default,
+    const or first enum value; required properties without any of these get
+    an empty value of their type."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return {}
+    required = set(schema.get("required") or [])
+    sample: dict[str, Any] = {}
+    for name, prop in properties.items():
+        if not isinstance(prop, dict):
+            continue
+        found, value = _hinted_value(prop)
+        if found:
+            sample[name] = value
+        elif name in required:
+            sample[name] = _TYPE_PLACEHOLDERS.get(_first_type(prop), "")
+    return sample
+
+
+def _hinted_value(prop: dict[str, Any]) -> tuple[bool, Any]:
+    examples = prop.get("examples")
+    if isinstance(examples, list) and examples:
+        return True, examples[0]
+    for key in ("default", "const"):
+        if key in prop:
+            return True, prop[key]
+    enum = prop.get("enum")
+    if isinstance(enum, list) and enum:
+        return True, enum[0]
+    return False, None
+
+
+def _first_type(prop: dict[str, Any]) -> str:
+    declared = prop.get("type")
+    if isinstance(declared, list):
+        return next((t for t in declared if t != "null"), "null")
+    return declared if isinstance(declared, str) else "string"
+
+
+def run_tool(tool: Tool, arguments: dict[str, Any], *, user_id: int) -> ToolResult:
+    """Execute ``tool`` once, as a run would, on behalf of user ``user_id``.
+
+    The user's secrets fill an HTTP tool's ``${NAME}`` placeholders, exactly
+    as for that user's own runs. The call blocks for at most the tool's
+    attempts times its timeout, plus backoff.
+    """
+    registry = ToolRegistry()
+    registry.register(tool)
+    return execute_tool(registry, tool.name, arguments, context=tool_context_for(user_id=user_id))
+
+
+def policy_rows(tool: Tool) -> list[tuple[str, Any]]:
+    """The tool's policy as (field, value) pairs, in the policy's own order."""
+    return list(dataclasses.asdict(tool.policy).items())
+
+
+def pretty_json(value: Any) -> str:
+    """Indented JSON for reading (non-ASCII kept; anything unusual as its text)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
