@@ -9,9 +9,9 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from chatforge.api import schema
 from chatforge.catalog.catalog import get_catalog
 from chatforge.catalog.describe import tool_descriptions
-from chatforge.api import schema
 from orchestration.tool_context import tool_context_for
 from tools.executor import execute_tool
 

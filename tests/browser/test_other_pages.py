@@ -36,7 +36,7 @@ def test_tool_testing_page(page: Page, stack, log_in, browser_user, fake_model, 
     expect(page.locator("#validation-badge")).to_have_text("Tool calling: validated (1/1 tests, 100%)")
     screenshot(page, "tool-testing", full_page=True)
 
-    offered = {t["function"]["name"] for t in [r for r in fake_llm.requests if r.get("model") == model][0]["tools"]}
+    offered = {t["function"]["name"] for t in next(r for r in fake_llm.requests if r.get("model") == model)["tools"]}
     assert "calculator" in offered and "web_search" not in offered
 
 
