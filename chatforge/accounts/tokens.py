@@ -50,15 +50,16 @@ def api_token_issue(*, token: ApiToken) -> str:
     return plaintext
 
 
-def api_token_revoke(*, token: ApiToken) -> None:
-    token.revoked_at = timezone.now()
-    token.save(update_fields=["revoked_at"])
-
-
 def api_tokens_revoke(*, tokens: QuerySet[ApiToken]) -> int:
     """Revoke every still-active token of ``tokens`` in one statement; returns
     how many were revoked (already revoked ones keep their revocation time)."""
     return tokens.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+def api_token_revoke(*, token: ApiToken) -> None:
+    """Revoke one token through the same conditional update as the bulk path."""
+    api_tokens_revoke(tokens=ApiToken.objects.filter(pk=token.pk))
+    token.refresh_from_db(fields=["revoked_at"])
 
 
 def api_token_rotate(*, token: ApiToken) -> IssuedToken:
