@@ -15,10 +15,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .event_log import get_event_log
 
 logger = logging.getLogger(__name__)
+
+
+class EventLogUnavailable(Exception):
+    """The event log (Redis) could not be reached, even after the client's own
+    retries (redis-py retries a failed command ten times with backoff, riding
+    over a blip of a few seconds). An infrastructure failure, never the
+    model's or the tool's: the step is handed back to be run again
+    (``claims.release_turn``, the task's retry, the sweeper), and clients get
+    a snapshot from Postgres for whatever the log lost."""
 
 
 @dataclass(frozen=True)
@@ -48,11 +59,26 @@ def _publish(
         "ts": _now(),
         "data": data,
     }
-    return get_event_log().append(ref.run_id, event, dedupe_key=dedupe_key, terminal=terminal)
+    try:
+        return get_event_log().append(ref.run_id, event, dedupe_key=dedupe_key, terminal=terminal)
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise EventLogUnavailable(f"the event log is unreachable ({type(exc).__name__}: {exc})") from exc
+
+
+def _publish_best_effort(ref: RunRef, type_: str, data: dict[str, Any], **kwargs: Any) -> None:
+    """For events about state already committed to Postgres: the state is safe
+    and the steps after it must still happen (an on-commit callback that
+    raised would skip the enqueue queued after it), so a log outage costs
+    only this event. Readers rebuild a lost terminal event from the run's
+    row, and send a snapshot where the log itself was lost."""
+    try:
+        _publish(ref, type_, data, **kwargs)
+    except EventLogUnavailable as exc:
+        logger.error("run %s: %s event not published: %s", ref.run_id, type_, exc)
 
 
 def _publish_on_commit(ref: RunRef, type_: str, data: dict[str, Any], **kwargs: Any) -> None:
-    transaction.on_commit(lambda: _publish(ref, type_, data, **kwargs))
+    transaction.on_commit(lambda: _publish_best_effort(ref, type_, data, **kwargs))
 
 
 def run_started(ref: RunRef, *, message_id: str) -> None:
@@ -109,7 +135,9 @@ def tool_call(
 
 
 def tool_retry(ref: RunRef, *, tool_call_id: str, attempt: int, error: str) -> None:
-    _publish(ref, "tool.retry", {"tool_call_id": tool_call_id, "attempt": attempt, "error": error})
+    # Informational (the attempt is recorded on the invocation): a log outage
+    # must not abort the tool between its attempts.
+    _publish_best_effort(ref, "tool.retry", {"tool_call_id": tool_call_id, "attempt": attempt, "error": error})
 
 
 def tool_output(

@@ -2,8 +2,9 @@
 
 Each takes ids only, and the service it calls checks the ledger first, so a
 redelivered task (acks_late, reject_on_worker_lost) is a no-op or a clean
-re-run. Database hiccups are retried with backoff; everything else is the
-service's to turn into a run outcome.
+re-run. Infrastructure failures — the database, or the event log in Redis —
+are retried with backoff (the service hands its step back first);
+everything else is the service's to turn into a run outcome.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
+from .events import EventLogUnavailable
 from .services.finalize import Outcome, run_finalize
 from .services.llm_turns import llm_turn_execute
 from .services.sweeper import sweep_stalled_runs as sweep
 from .services.tool_steps import tool_call_execute
 
 _DB_RETRY = {
-    "autoretry_for": (OperationalError, InterfaceError),
+    "autoretry_for": (OperationalError, InterfaceError, EventLogUnavailable),
     "retry_backoff": True,
     "retry_backoff_max": 30,
     "retry_jitter": True,

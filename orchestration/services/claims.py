@@ -71,3 +71,17 @@ def mark_run_running(run: Run, iteration: int) -> None:
         iteration=iteration,
         heartbeat_at=now,
     )
+
+
+def release_turn(turn: LlmTurn) -> bool:
+    """Hand a claimed turn back (pending, no lease) after an infrastructure
+    failure — the event log or the database went away mid-turn — so the
+    task's retry or the sweeper can run it at once instead of waiting for
+    the lease to expire. The delivery is not counted: the worker did not
+    die, and a model call is safe to repeat. Only the delivery holding the
+    claim releases it (``status='running'`` and its own delivery count)."""
+    return bool(
+        LlmTurn.objects.filter(pk=turn.pk, status="running", deliveries=turn.deliveries).update(
+            status="pending", heartbeat_at=None, deliveries=F("deliveries") - 1
+        )
+    )

@@ -25,7 +25,8 @@ from ..providers import ProviderError, ResolvedModel, resolve
 from ..providers.base import ChatProvider, ReasoningDelta, TextDelta, ToolCall, TurnRequest, TurnResult
 from ..providers.retry_policy import policy_for
 from ..tooling import get_registry
-from .claims import claim_turn, mark_run_running
+from .claims import claim_turn, mark_run_running, release_turn
+from .connections import release_connection
 from .finalize import Outcome, run_finalize, step_must_stop
 from .heartbeat import step_lease
 from .ledger import ref
@@ -58,7 +59,12 @@ def _emit_tool_call_events(run: Run, invocations: list[ToolInvocation]) -> None:
 
 
 def _cancel_requested(run_id: str) -> bool:
-    return bool(Run.objects.filter(pk=run_id).values_list("cancel_requested", flat=True).first())
+    """Whether the run should stop: asked to, or gone (its conversation was
+    deleted). Asked every second while the model streams, so the connection
+    goes straight back to the pool."""
+    flag = Run.objects.filter(pk=run_id).values_list("cancel_requested", flat=True).first()
+    release_connection()
+    return flag is None or bool(flag)
 
 
 def _stream(run: Run, provider: ChatProvider, request: TurnRequest) -> _Streamed:
@@ -90,8 +96,8 @@ def _stream(run: Run, provider: ChatProvider, request: TurnRequest) -> _Streamed
                     break
     except ProviderError as exc:
         result, failure = None, exc
-    except DatabaseError:
-        raise
+    except (DatabaseError, events.EventLogUnavailable):
+        raise  # infrastructure, not the model: the step is run again
     except Exception as exc:  # a bug in an adapter must not leave the run hanging
         logger.exception("run %s: unexpected error while streaming from %s", run.id, run.model)
         result = None
@@ -264,7 +270,21 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
         if done is not None and not done.run.is_terminal:
             _after_done(done)
         return
+    try:
+        _run_claimed_turn(turn)
+    except (DatabaseError, events.EventLogUnavailable) as exc:
+        logger.warning("run %s turn %s: infrastructure failure (%s); handing the turn back to be run again",
+                       run_id, iteration, exc)
+        try:
+            release_turn(turn)
+        except DatabaseError:
+            logger.warning("run %s turn %s: could not hand the turn back; its lease will expire", run_id, iteration)
+        raise
+
+
+def _run_claimed_turn(turn: LlmTurn) -> None:
     run = turn.run
+    run_id, iteration = str(run.id), turn.iteration
     if step_must_stop(run):
         return
     if turn.deliveries > settings.CHATFORGE_MAX_STEP_DELIVERIES:
@@ -293,8 +313,13 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
         run_finalize(run_id=run_id, outcome=Outcome.FAILED,
                      error=f"The model '{run.model}' cannot be used: {exc}")
         return
+    request = _request(run, turn, resolved, turn_input)
+    # The model call is a wait on the network: hold no database connection
+    # through it, so a worker can stream far more turns than its pool has
+    # connections (the heartbeat and the cancel checks borrow one briefly).
+    release_connection()
     with step_lease(run_id, turn):
-        streamed = _call_model(run, turn, resolved, _request(run, turn, resolved, turn_input))
+        streamed = _call_model(run, turn, resolved, request)
     if streamed.failure is not None:
         logger.warning("run %s turn %s failed: %s", run_id, iteration, streamed.failure.message)
         run_finalize(run_id=run_id, outcome=Outcome.FAILED, error=streamed.failure.message,

@@ -2,7 +2,9 @@
 
 A run whose heartbeat is older than CHATFORGE_RUN_STALL_S has lost its next
 step (a worker died after committing but before enqueueing, or the broker
-lost the message — even a Redis wipe). The next step is derived from the
+lost the message — even a Redis wipe). A run with no heartbeat at all had
+its next step's message refused by an unreachable broker (``dispatch.py``)
+and is sent again at the next pass. The next step is derived from the
 ledger and enqueued again; steps are idempotent, so a run that was merely
 slow is not harmed.
 """
@@ -71,7 +73,8 @@ def run_redispatch(run_id: str) -> str:
 def sweep_stalled_runs() -> int:
     cutoff = timezone.now() - timedelta(seconds=settings.CHATFORGE_RUN_STALL_S)
     stalled = Run.objects.filter(
-        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff),
+        # No heartbeat at all: enqueueing its next step failed (dispatch.py).
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True),
         status__in=[Run.Status.QUEUED, Run.Status.RUNNING],
     ).exclude(
         # waiting behind another run (double-texting): not stalled, just waiting
