@@ -15,6 +15,7 @@ class ErrorCode(StrEnum):
     CONFLICT = "conflict"
     RUN_ACTIVE = "run_active"
     TOO_MANY_ACTIVE_RUNS = "too_many_active_runs"
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
 
 
 class ChatForgeError(Exception):
@@ -50,3 +51,10 @@ class RunActive(ChatForgeError):
 class TooManyActiveRuns(ChatForgeError):
     code = ErrorCode.TOO_MANY_ACTIVE_RUNS
     status_code = 429
+
+
+class IdempotencyKeyReused(ChatForgeError):
+    """An Idempotency-Key already used for a different message."""
+
+    code = ErrorCode.IDEMPOTENCY_KEY_REUSED
+    status_code = 422

@@ -15,7 +15,14 @@ from rest_framework.response import Response
 
 from chatforge.conversations import selectors
 from chatforge.conversations.models import Conversation
-from orchestration.services.runs import OnActive, RunOptions, run_request_cancel, run_start
+from orchestration.services.conversations import conversation_delete
+from orchestration.services.runs import (
+    OnActive,
+    RunOptions,
+    check_idempotency_key,
+    run_request_cancel,
+    run_start,
+)
 
 from . import schema
 from .throttles import MessagePostThrottle
@@ -74,6 +81,7 @@ class ConversationViewSet(
         payload = MessageCreateSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
+        idempotency_key = check_idempotency_key(request.headers.get("Idempotency-Key"))
         run = run_start(
             user=request.user,
             conversation=conversation,
@@ -86,15 +94,23 @@ class ConversationViewSet(
                 assistant=data.get("assistant") or "",
             ),
             on_active=OnActive(data["on_active"]),
+            idempotency_key=idempotency_key,
         )
         body = {
-            "conversation_id": str(conversation.id),
+            "conversation_id": str(run.conversation_id),
             "message_id": str(run.user_message_id),
             "run_id": str(run.id),
             "status": run.status,
             **_event_urls(request, str(run.id)),
         }
-        return Response(RunAcceptedSerializer(body).data, status=status.HTTP_202_ACCEPTED)
+        response = Response(RunAcceptedSerializer(body).data, status=status.HTTP_202_ACCEPTED)
+        if run.replayed:
+            # A repeat of an earlier request (same Idempotency-Key): its run, not a new one.
+            response["Idempotent-Replayed"] = "true"
+        return response
+
+    def perform_destroy(self, instance: Conversation) -> None:
+        conversation_delete(conversation=instance)
 
 
 @extend_schema_view(retrieve=extend_schema(responses={200: RunSerializer, 404: dict},

@@ -21,13 +21,14 @@ from chatforge.conversations.models import Conversation, Message, Run, ToolInvoc
 from chatforge.conversations.selectors import conversations_of, run_of
 from chatforge.llm.models import LanguageModel
 from chatforge.llm.validation import all_validation_statuses
-from orchestration.services.runs import RunOptions, run_request_cancel, run_start
+from orchestration.services.runs import RunOptions, run_for_idempotency_key, run_request_cancel, run_start
 
 from .errors import OpenAIError
 from .translate import ChatRequest, ToolCallOut
 
 logger = logging.getLogger(__name__)
 
+RUN_GONE = "The run no longer exists: its conversation was deleted."
 _RUN_OPTION_FIELDS = frozenset(f.name for f in dataclasses.fields(RunOptions))
 
 
@@ -84,19 +85,30 @@ def _conversation(user: AbstractBaseUser, conversation_id: str) -> Conversation:
     return conversation
 
 
-def chat_start(*, user: AbstractBaseUser, request: ChatRequest) -> Run:
+def chat_start(*, user: AbstractBaseUser, request: ChatRequest, idempotency_key: str = "") -> Run:
     """Start the run that answers ``request``. Continuing a conversation adds
     only the new user message; otherwise a new conversation gets the earlier
-    messages of the request, then the run, in one transaction."""
+    messages of the request, then the run, in one transaction. A repeat of
+    an earlier request (same ``idempotency_key``) gets that request's run
+    back, marked ``replayed``, and creates nothing."""
     options = _run_options(request)
+    replay = run_for_idempotency_key(user=user, key=idempotency_key, content=request.content)
+    if replay is not None:
+        return replay
     if request.conversation_id is not None:
         conversation = _conversation(user, request.conversation_id)
-        return run_start(user=user, conversation=conversation, content=request.content, options=options)
+        return run_start(user=user, conversation=conversation, content=request.content, options=options,
+                         idempotency_key=idempotency_key)
     with transaction.atomic():
         conversation = Conversation.objects.create(user=user)
         for prior in request.prior:
             Message.objects.create(conversation=conversation, role=prior.role, content=prior.content)
-        return run_start(user=user, conversation=conversation, content=request.content, options=options)
+        run = run_start(user=user, conversation=conversation, content=request.content, options=options,
+                        idempotency_key=idempotency_key)
+        if run.replayed:
+            # A repeat that raced the first request: keep none of this request's rows.
+            transaction.set_rollback(True)
+        return run
 
 
 def chat_cancel(*, user: AbstractBaseUser, run_id: str) -> None:
@@ -123,9 +135,13 @@ class RunEnd:
 
 
 def run_end(*, run_id: str) -> RunEnd | None:
-    """How a run ended, from Postgres (None while it has not)."""
+    """How a run ended, from Postgres (None while it has not). A run that no
+    longer exists (its conversation was deleted) has ended as cancelled."""
     run = Run.objects.filter(pk=run_id).first()
-    if run is None or not run.is_terminal:
+    if run is None:
+        return RunEnd(status=Run.Status.CANCELLED, content="", finish_reason="cancelled", usage={},
+                      error=RUN_GONE)
+    if not run.is_terminal:
         return None
     message = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).first()
     return RunEnd(

@@ -36,6 +36,7 @@ from chatforge.conversations.models import Run
 from chatforge.errors import ChatForgeError
 from orchestration.event_log import get_event_log
 from orchestration.events import TERMINAL_TYPES
+from orchestration.services.runs import check_idempotency_key
 
 from . import services
 from .errors import OpenAIError, from_chatforge
@@ -209,8 +210,9 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     try:
         user = await _authenticate(request)
         chat = parse_chat_request(_json_body(request))
+        idempotency_key = check_idempotency_key(request.headers.get("Idempotency-Key"))
         await sync_to_async(services.check_message_rate)(user=user, meta=request.META)
-        run = await sync_to_async(services.chat_start)(user=user, request=chat)
+        run = await sync_to_async(services.chat_start)(user=user, request=chat, idempotency_key=idempotency_key)
     except OpenAIError as exc:
         return exc.response()
     except ChatForgeError as exc:
@@ -224,6 +226,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         run_id=run_id,
     )
     headers = {"X-ChatForge-Conversation-Id": conversation_id, "X-ChatForge-Run-Id": run_id}
+    if run.replayed:
+        headers["Idempotent-Replayed"] = "true"  # the first request's run, followed from its start
     if chat.stream:
         response = StreamingHttpResponse(
             _stream(user=user, chat=chat, renderer=renderer), content_type="text/event-stream", headers=headers

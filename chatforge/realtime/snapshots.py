@@ -108,3 +108,20 @@ def terminal_event(run: Run, *, seq: int) -> Event:
         "ts": _iso(run.finished_at),
         "data": data,
     }
+
+
+RUN_GONE = "The run no longer exists: its conversation was deleted."
+
+
+def vanished_event(run_id: str, conversation_id: str, *, seq: int) -> Event:
+    """The terminal event for a run whose rows are gone without a terminal
+    event in its log (deleted with its conversation by an operator, say):
+    followers get an end, not a stream that waits forever."""
+    return {
+        "seq": seq,
+        "type": "run.cancelled",
+        "run_id": run_id,
+        "conversation_id": conversation_id,
+        "ts": _iso(None),
+        "data": {"message_id": None, "reason": RUN_GONE},
+    }

@@ -14,7 +14,9 @@ give the client what it asks for, a ``snapshot`` from Postgres stands in:
   the workers' next append starts a new log far above N (see
   ``orchestration/event_log/continuity.py``), which is then tailed;
 - the log exists without a terminal event but the run has ended (the
-  publish was lost): the terminal event rebuilt from the run row.
+  publish was lost): the terminal event rebuilt from the run row;
+- the run's rows are gone (deleted) and the log holds no terminal event:
+  a ``run.cancelled`` saying so, then the end.
 
 Seqs a client sees therefore only rise. Redis blips are ridden over by
 reading again from the same seq.
@@ -37,7 +39,7 @@ from orchestration.event_log import get_event_log
 from orchestration.event_log.base import Event, LogInfo
 from orchestration.events import TERMINAL_TYPES
 
-from .snapshots import SnapshotReason, snapshot_event, terminal_event
+from .snapshots import SnapshotReason, snapshot_event, terminal_event, vanished_event
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +88,7 @@ async def run_events(run_id: str, *, after: int = 0, block_ms: int = BLOCK_MS) -
     cursor = max(0, after)
     restart_pending = False  # a snapshot stood in for a missing log; its next log may start anywhere above
     block = 0  # the first read does not wait, so a lost log is noticed at once
+    conversation_id = ""  # known from the first event or row seen; a vanished run's end carries it
     while True:
         events = await _retrying(
             "reading events", run_id, lambda: log.aread(run_id, after=cursor, block_ms=block)
@@ -100,12 +103,14 @@ async def run_events(run_id: str, *, after: int = 0, block_ms: int = BLOCK_MS) -
                 if not accepted:
                     snapshot = await database_sync_to_async(_snapshot)(run_id, first - 1, "events_missing")
                     if snapshot is None:
+                        yield vanished_event(run_id, events[0].get("conversation_id", ""), seq=first - 1)
                         return
                     yield snapshot
             restart_pending = False
             for event in events:
                 yield event
                 cursor = event["seq"]
+                conversation_id = event.get("conversation_id") or conversation_id
                 if event["type"] in TERMINAL_TYPES:
                     return
             block = block_ms
@@ -119,8 +124,10 @@ async def run_events(run_id: str, *, after: int = 0, block_ms: int = BLOCK_MS) -
         # (The other order raced: a fast run published in between and its
         # live log was taken for a lost one.)
         state = await database_sync_to_async(_run_state)(run_id)
-        if state is None:
-            return  # the run was deleted
+        if state is None:  # deleted, and its log holds no terminal event
+            yield vanished_event(run_id, conversation_id, seq=cursor + 1)
+            return
+        conversation_id = str(state.run.conversation_id)
         info = await _retrying("inspecting the log", run_id, lambda: log.ainfo(run_id))
         run = state.run
         if not info.exists:

@@ -9,12 +9,12 @@ from enum import StrEnum
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chatforge.catalog.models import Assistant
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
-from chatforge.errors import InvalidRequest, RunActive, TooManyActiveRuns, UnknownTool
+from chatforge.errors import IdempotencyKeyReused, InvalidRequest, RunActive, TooManyActiveRuns, UnknownTool
 
 from .. import dispatch
 from ..tooling import get_registry
@@ -114,6 +114,39 @@ def _check_user_capacity(user: AbstractBaseUser) -> None:
         )
 
 
+MAX_IDEMPOTENCY_KEY_CHARS = 255
+
+
+def check_idempotency_key(key: str | None) -> str:
+    """The key as stored ('' for none); refuses keys that cannot be stored."""
+    key = (key or "").strip()
+    if len(key) > MAX_IDEMPOTENCY_KEY_CHARS or not key.isprintable():
+        raise InvalidRequest(
+            f"The Idempotency-Key header must be at most {MAX_IDEMPOTENCY_KEY_CHARS} printable "
+            "characters (a UUID is a good choice).",
+            details={"header": "Idempotency-Key"},
+        )
+    return key
+
+
+def run_for_idempotency_key(*, user: AbstractBaseUser, key: str, content: str) -> Run | None:
+    """The run an earlier request with this key started (marked ``replayed``),
+    or None. The same key with a different message is the client's mistake."""
+    if not key:
+        return None
+    run = Run.objects.select_related("user_message").filter(user=user, idempotency_key=key).first()
+    if run is None:
+        return None
+    if run.user_message.content != content:
+        raise IdempotencyKeyReused(
+            "This Idempotency-Key was already used for a different message. Use a new key for each "
+            "new message, and the same key only to retry the same request.",
+            details={"run_id": str(run.id)},
+        )
+    run.replayed = True
+    return run
+
+
 def run_start(
     *,
     user: AbstractBaseUser,
@@ -121,6 +154,37 @@ def run_start(
     content: str,
     options: RunOptions,
     on_active: OnActive = OnActive.REJECT,
+    idempotency_key: str = "",
+) -> Run:
+    """Write the user's message, the run and its first turn in one
+    transaction and enqueue the turn after it commits.
+
+    With an ``idempotency_key``, a request repeated by a client (a retry
+    after a timeout or a 5xx) returns the first request's run — marked
+    ``replayed`` — instead of starting another; the database's unique
+    constraint settles two repeats that arrive at the same moment.
+    """
+    replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
+    if replay is not None:
+        return replay
+    try:
+        return _run_create(user=user, conversation=conversation, content=content, options=options,
+                           on_active=on_active, idempotency_key=idempotency_key)
+    except IntegrityError:
+        replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
+        if replay is None:
+            raise
+        return replay
+
+
+def _run_create(
+    *,
+    user: AbstractBaseUser,
+    conversation: Conversation,
+    content: str,
+    options: RunOptions,
+    on_active: OnActive,
+    idempotency_key: str,
 ) -> Run:
     if not content.strip():
         raise InvalidRequest("The message is empty: send some text.", details={"field": "content"})
@@ -136,6 +200,10 @@ def run_start(
     with transaction.atomic():
         # Posts to one conversation are decided one at a time.
         Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+        # A repeat that waited for the lock behind its first request sees its run now.
+        replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
+        if replay is not None:
+            return replay
         active = (
             Run.objects.filter(conversation=conversation, status__in=ACTIVE).order_by("-created_at").first()
         )
@@ -157,6 +225,7 @@ def run_start(
             options=stored_options,
             heartbeat_at=timezone.now(),
             blocked_by=active,
+            idempotency_key=idempotency_key,
         )
         LlmTurn.objects.create(run=run, iteration=0, offered_tools=stored_options["max_iterations"] > 0)
         updates = {"updated_at": timezone.now()}

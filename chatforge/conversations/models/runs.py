@@ -23,6 +23,9 @@ class Run(models.Model):
         CANCELLED = "cancelled"
 
     TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+    # Not a column: set on the instance ``run_start`` returns when an
+    # Idempotency-Key matched an earlier run (the request is a repeat).
+    replayed: bool = False
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(
@@ -49,14 +52,26 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # Touched by every step; the sweeper re-enqueues runs whose heartbeat is stale.
+    # Touched by every step; the sweeper re-enqueues runs whose heartbeat is
+    # stale. Cleared (NULL) when enqueueing the run's next step failed (broker
+    # unreachable): the sweeper's next pass sends it again.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # The client's Idempotency-Key header: a repeated request with the same
+    # key (same user) gets this run back instead of starting another.
+    idempotency_key = models.CharField(max_length=255, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["conversation", "-created_at"], name="run_conv_created"),
             models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="one_run_per_idempotency_key",
+            )
         ]
 
     def __str__(self) -> str:
