@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.utils import OpenApiExample
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -18,6 +18,23 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
         }
 
 
+IDEMPOTENCY_KEY_DESCRIPTION = (
+    "A key of the client's choosing (a UUID per message is a good choice). A repeat of the request with "
+    "the same key returns the first request's run (header Idempotent-Replayed: true) instead of starting "
+    "another; the same key with a different message is refused (422)."
+)
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key", str, OpenApiParameter.HEADER, required=False, description=IDEMPOTENCY_KEY_DESCRIPTION
+)
+IDEMPOTENCY_KEY_REUSED = OpenApiExample(
+    "Idempotency-Key reused for another message",
+    value={"error": {"code": "idempotency_key_reused",
+                     "message": "This Idempotency-Key was already used for a different message. Use a new key "
+                                "for each new message, and the same key only to retry the same request.",
+                     "details": {"run_id": "bad186fa-d421-49e7-8259-c7c86d989682"}}},
+    response_only=True,
+    status_codes=["422"],
+)
 MESSAGE_REQUEST = OpenApiExample(
     "Ask with tools",
     value={"content": "What time is it in Tokyo, and what is 17*23?", "tools": ["get_time", "calculator"],

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .schema import IDEMPOTENCY_KEY_DESCRIPTION
+
 _BEARER = [{"bearerAuth": []}]
+IDEMPOTENCY_KEY_PARAMETER = {"name": "Idempotency-Key", "in": "header", "required": False,
+                             "schema": {"type": "string", "maxLength": 255},
+                             "description": IDEMPOTENCY_KEY_DESCRIPTION}
 _OPENAI_ERROR = {
     "type": "object",
     "properties": {"error": {"type": "object", "properties": {
@@ -67,6 +72,7 @@ def _paths() -> dict[str, Any]:
             "summary": "OpenAI-compatible chat completions; ChatForge runs the tools (docs/openai-api.md)",
             "tags": ["openai"],
             "security": _BEARER,
+            "parameters": [IDEMPOTENCY_KEY_PARAMETER],
             "requestBody": {"required": True, "content": {"application/json": {
                 "schema": {"type": "object", "required": ["model", "messages"], "properties": {
                     "model": {"type": "string"}, "messages": {"type": "array", "items": {"type": "object"}},
@@ -80,6 +86,8 @@ def _paths() -> dict[str, Any]:
                 "401": {"description": "Bad API key", "content": {"application/json": {"schema": _OPENAI_ERROR}}},
                 "404": {"description": "Unknown conversation", "content": {"application/json": {"schema": _OPENAI_ERROR}}},
                 "409": {"description": "Conversation busy", "content": {"application/json": {"schema": _OPENAI_ERROR}}},
+                "422": {"description": "Idempotency-Key already used for another message",
+                        "content": {"application/json": {"schema": _OPENAI_ERROR}}},
                 "429": {"description": "Too many requests", "content": {"application/json": {"schema": _OPENAI_ERROR}}},
                 "504": {"description": "The run did not finish in time", "content": {"application/json": {"schema": _OPENAI_ERROR}}},
             },

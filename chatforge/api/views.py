@@ -69,8 +69,10 @@ class ConversationViewSet(
     @extend_schema(
         methods=["post"],
         request=MessageCreateSerializer,
-        responses={202: RunAcceptedSerializer, 400: dict, 409: dict, 429: dict},
-        examples=[schema.MESSAGE_REQUEST, schema.RUN_ACCEPTED, schema.RUN_ACTIVE_ERROR, schema.UNKNOWN_TOOL_ERROR],
+        parameters=[schema.IDEMPOTENCY_KEY],
+        responses={202: RunAcceptedSerializer, 400: dict, 409: dict, 422: dict, 429: dict},
+        examples=[schema.MESSAGE_REQUEST, schema.RUN_ACCEPTED, schema.RUN_ACTIVE_ERROR, schema.UNKNOWN_TOOL_ERROR,
+                  schema.IDEMPOTENCY_KEY_REUSED],
     )
     @action(detail=True, methods=["get", "post"], url_path="messages", throttle_classes=[MessagePostThrottle])
     def messages(self, request: Request, pk: str | None = None) -> Response:

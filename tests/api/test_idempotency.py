@@ -135,3 +135,13 @@ def test_v1_repeat_with_a_new_conversation_creates_nothing(make_user, idle_broke
     assert again.id == first.id and again.replayed and not first.replayed
     assert Conversation.objects.filter(user=user).count() == 1
     assert Run.objects.filter(user=user).count() == 1
+
+
+@pytest.mark.django_db
+def test_the_schema_documents_the_header_on_both_operations(client_and_user):
+    client, _ = client_and_user
+    paths = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()["paths"]
+    for operation in (paths["/api/conversations/{id}/messages/"]["post"], paths["/v1/chat/completions"]["post"]):
+        headers = {p["name"] for p in operation.get("parameters", []) if p["in"] == "header"}
+        assert "Idempotency-Key" in headers
+        assert "422" in operation["responses"]
