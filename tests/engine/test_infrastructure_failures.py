@@ -97,13 +97,18 @@ def test_post_during_a_broker_outage_answers_202_and_the_run_starts_later(make_u
     assert enqueued(idle_broker) == [("chatforge.llm_turn", [first.json()["run_id"], 0])]
 
 
-def test_event_log_lost_mid_stream_hands_the_turn_back(make_user, idle_broker, settings):
+def test_event_log_lost_mid_stream_hands_the_turn_back(make_user, idle_broker, settings, fake_llm):
     """redis-server killed while the model streams: the turn goes back to
     pending (not counted as a worker death), the run is not failed, and once
     Redis is back the same turn runs to the end."""
-    settings.CHATFORGE_DEMO_TOKEN_DELAY_S = 0.05
+    from tests.fakes.openai_server import Reply
+
+    settings.OPENAI_BASE_URL = fake_llm.base_url
+    settings.OPENAI_API_KEY = "test-key"
+    fake_llm.add_script("log-lost-mid-stream", [Reply(text="word " * 100, chunk_delay_s=0.05)])
     user, _ = make_user()
-    run = new_run(user, tools=[])
+    run = run_start(user=user, conversation=Conversation.objects.create(user=user), content="talk",
+                    options=RunOptions(model="log-lost-mid-stream"))
     with private_redis() as redis_server, event_log_at(settings, redis_server.url(0)):
         raised: list[BaseException] = []
 
@@ -140,7 +145,7 @@ def test_event_log_lost_mid_stream_hands_the_turn_back(make_user, idle_broker, s
     run.refresh_from_db()
     assert run.status == "completed", run.error
     assert LlmTurn.objects.get(run=run, iteration=0).deliveries == 1
-    assert Message.objects.get(run=run, role="assistant").content
+    assert Message.objects.get(run=run, role="assistant").content.split() == ["word"] * 100  # all of it
 
 
 def test_a_model_turn_of_a_deleted_run_stops(make_user, idle_broker, settings, fake_llm):
