@@ -7,19 +7,19 @@ those active when the client connects and those started while it stays
 connected; it stays open until the client leaves.
 
 Both read through ``streams.run_events``, which sends a snapshot from
-Postgres where the event log lost what the client asks for.
+Postgres where the event log lost what the client asks for. Neither joins
+the channel layer; their lifecycle (background tasks cancelled however the
+socket ends, close codes) is ``managed_socket.ManagedSocket``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from datetime import timedelta
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, Run
@@ -27,12 +27,12 @@ from chatforge.conversations.selectors import conversations_of, run_of
 from orchestration.events import TERMINAL_TYPES
 from orchestration.services.runs import run_request_cancel
 
+from . import close_codes
+from .managed_socket import ManagedSocket
 from .streams import run_events
 
-logger = logging.getLogger(__name__)
-
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_NOT_FOUND = 4404
+CLOSE_UNAUTHENTICATED = close_codes.UNAUTHENTICATED
+CLOSE_NOT_FOUND = close_codes.NOT_FOUND
 # How often the conversation socket looks for runs started since the last look.
 NEW_RUN_POLL_S = 1.0
 # Runs created this long before the socket connected count as new if they
@@ -48,7 +48,7 @@ def _after_from_query(query_string: bytes) -> int:
         return 0
 
 
-class _EventSocket(AsyncWebsocketConsumer):
+class _EventSocket(ManagedSocket):
     async def _send_error(self, message: str) -> None:
         await self.send(text_data=json.dumps({"type": "error", "data": {"message": message}}))
 
@@ -74,7 +74,6 @@ class _EventSocket(AsyncWebsocketConsumer):
 
 class RunEventsConsumer(_EventSocket):
     run: Run | None = None
-    _tail: asyncio.Task | None = None
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -88,22 +87,15 @@ class RunEventsConsumer(_EventSocket):
             return
         await self.accept()
         after = _after_from_query(self.scope.get("query_string", b""))
-        self._tail = asyncio.create_task(self._send_events(str(self.run.id), after))
+        run_id = str(self.run.id)
+        self.spawn(self._send_events, run_id, after, name=f"run-events:{run_id}")
 
     async def _send_events(self, run_id: str, after: int) -> None:
-        try:
-            await self._stream_run(run_id, after)
-            await self.close()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("event stream for run %s failed", run_id)
-            await self.close(code=1011)
-
-    async def disconnect(self, code: int) -> None:
-        # A client going away does not cancel the run; it can reconnect with ?after=N.
-        if self._tail is not None:
-            self._tail.cancel()
+        # The stream ends after the terminal event (or at once for a client
+        # already past it). A client going away does not cancel the run; it
+        # can reconnect with ?after=N.
+        await self._stream_run(run_id, after)
+        await self.close(code=close_codes.NORMAL)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         message = await self._receive_json(text_data)
@@ -145,10 +137,8 @@ class ConversationEventsConsumer(_EventSocket):
     their messages are in ``GET /api/conversations/{id}/messages/``."""
 
     conversation_id: str | None = None
-    _watcher: asyncio.Task | None = None
 
     async def connect(self) -> None:
-        self._tails: dict[str, asyncio.Task] = {}
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -161,49 +151,22 @@ class ConversationEventsConsumer(_EventSocket):
         self.user = user
         self.conversation_id = str(conversation.id)
         await self.accept()
-        self._watcher = asyncio.create_task(self._watch())
+        self.spawn(self._watch, self.conversation_id, name=f"conversation-watch:{self.conversation_id}")
 
-    async def _watch(self) -> None:
-        conversation_id = self.conversation_id
-        assert conversation_id is not None
+    async def _watch(self, conversation_id: str) -> None:
         since = timezone.now() - NEW_RUN_GRACE
         # Runs that ended before we connected (within the grace window) are
         # history, not news: mark them seen.
         seen = await database_sync_to_async(_recent_finished_run_ids)(conversation_id, since)
-        try:
-            while True:
-                new, exists = await database_sync_to_async(_runs_to_follow)(
-                    conversation_id, since=since, seen=seen
-                )
-                if not exists:
-                    await self.close(code=CLOSE_NOT_FOUND)
-                    return
-                for run_id in new:
-                    seen.add(run_id)
-                    self._tails[run_id] = asyncio.create_task(self._follow(run_id))
-                await asyncio.sleep(NEW_RUN_POLL_S)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("watching conversation %s failed", conversation_id)
-            await self.close(code=1011)
-
-    async def _follow(self, run_id: str) -> None:
-        try:
-            await self._stream_run(run_id, 0)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("event stream for run %s failed", run_id)
-            await self.close(code=1011)
-        finally:
-            self._tails.pop(run_id, None)
-
-    async def disconnect(self, code: int) -> None:
-        if self._watcher is not None:
-            self._watcher.cancel()
-        for task in list(getattr(self, "_tails", {}).values()):
-            task.cancel()
+        while True:
+            new, exists = await database_sync_to_async(_runs_to_follow)(conversation_id, since=since, seen=seen)
+            if not exists:
+                await self.close(code=CLOSE_NOT_FOUND)
+                return
+            for run_id in new:
+                seen.add(run_id)
+                self.spawn(self._stream_run, run_id, 0, name=f"conversation-run-events:{run_id}")
+            await asyncio.sleep(NEW_RUN_POLL_S)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         message = await self._receive_json(text_data)

@@ -6,13 +6,35 @@ from chatforge.env import env
 
 from .mode import EMBEDDED, REDIS_URL
 
+# The run and conversation sockets do not use the channel layer (events come
+# from the per-run event log); it stays configured for anything that does.
+# A channel-layer receive is a BZPOPMIN that Redis holds for up to
+# RedisChannelLayer.brpop_timeout (5 s), so the connection's socket timeout
+# must be longer than that: redis-py's default of 5 s raced it and cut
+# websockets off about every 5 s. Each host dict goes to redis-py's
+# ConnectionPool.from_url (query parameters in REDIS_URL still win).
+CHANNEL_LAYER_BLOCK_S = 5  # channels_redis's RedisChannelLayer.brpop_timeout
+CHANNEL_LAYER_SOCKET_TIMEOUT_S = CHANNEL_LAYER_BLOCK_S + 10
+
 if EMBEDDED:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 else:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": CHANNEL_LAYER_SOCKET_TIMEOUT_S,
+                        "socket_connect_timeout": 5,
+                        "socket_keepalive": True,
+                        # Ping a connection idle this long before reusing it, so one
+                        # a NAT or Redis dropped is replaced instead of failing a call.
+                        "health_check_interval": 30,
+                    }
+                ]
+            },
         }
     }
 
