@@ -38,6 +38,10 @@ logger = logging.getLogger(__name__)
 
 # Saying goodbye to a client that stopped reading must not hold up shutdown.
 GOODBYE_TIMEOUT_S = 2.0
+# How long a socket that ends waits for its background tasks to stop, and
+# how often it cancels them again meanwhile (see _cancel_background).
+CANCEL_WAIT_S = 10.0
+RECANCEL_EVERY_S = 0.1
 
 
 class ClientGone(Exception):
@@ -126,12 +130,25 @@ class ManagedSocket(AsyncWebsocketConsumer):
             self._closed = True
 
     async def _cancel_background(self) -> None:
+        """Cancel every task the socket spawned and wait until each has ended.
+
+        Cancel more than once: a cancellation that arrives while a task waits
+        on ``database_sync_to_async`` is swallowed (asgiref waits for the
+        thread and returns its result), and the task would go on to its next
+        blocking read. A task still alive after ``CANCEL_WAIT_S`` (a database
+        call that hangs) is left to end on its own; ``_guarded`` keeps any
+        exception of it from going unretrieved."""
         current = asyncio.current_task()
-        tasks = [task for task in self._background if task is not current]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        pending = {task for task in self._background if task is not current and not task.done()}
+        deadline = asyncio.get_running_loop().time() + CANCEL_WAIT_S
+        while pending:
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=RECANCEL_EVERY_S)
+            if pending and asyncio.get_running_loop().time() >= deadline:
+                logger.warning("websocket %s: %d background task(s) did not stop within %s s",
+                               self.scope.get("path", "?"), len(pending), CANCEL_WAIT_S)
+                return
 
     def _log_failure(self, exc: BaseException, what: str) -> None:
         path = self.scope.get("path", "?") if hasattr(self, "scope") else "?"

@@ -1,4 +1,5 @@
-"""Websocket routes, behind origin checking and authentication."""
+"""Websocket routes, behind origin checking and authentication, and a guard
+that answers a handshake failing on a database or Redis outage with 503."""
 
 from channels.routing import URLRouter
 from channels.security.websocket import OriginValidator
@@ -7,6 +8,7 @@ from django.urls import path
 
 from .auth import auth_stack
 from .consumers import ConversationEventsConsumer, RunEventsConsumer
+from .handshake import HandshakeGuard
 
 websocket_urlpatterns = [
     path("ws/runs/<str:run_id>/", RunEventsConsumer.as_asgi()),
@@ -28,6 +30,6 @@ class BrowserOriginValidator(OriginValidator):
         return super().valid_origin(parsed_origin)
 
 
-websocket_application = BrowserOriginValidator(
-    auth_stack(URLRouter(websocket_urlpatterns)), settings.ALLOWED_HOSTS
+websocket_application = HandshakeGuard(
+    BrowserOriginValidator(auth_stack(URLRouter(websocket_urlpatterns)), settings.ALLOWED_HOSTS)
 )

@@ -6,6 +6,8 @@ closes early, as a real client would, must not have to: the run socket and
 the conversation socket both stay up until the terminal event, and the run
 socket then closes with 1000. (Before run sockets left the channel layer,
 redis-py's 5 s socket timeout tore every socket down about every 5 s.)
+A server that shuts down closes its sockets with 1012, and the client
+resumes on another server without losing or repeating an event.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from tests.fakes.openai_server import Reply
-from tests.support.client import ApiClient, run_socket_url
+from tests.support.client import ApiClient, follow_run, run_socket_url
+from tests.support.stack import free_port, start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -110,3 +113,32 @@ def test_a_32_second_run_on_one_run_socket_and_one_conversation_socket(stack, fa
     assert conversation.early_closes == []
     assert [e["seq"] for e in conversation.events] == seqs
     assert "Task exception was never retrieved" not in stack.process("server").log()
+
+
+def test_a_server_shutting_down_closes_with_1012_and_the_client_resumes_elsewhere(stack, fake_llm, make_user):
+    fake_llm.add_script("lifetime-shutdown", [Reply(text=" ".join(f"s{i}" for i in range(60)), chunk_delay_s=0.1)])
+    _, token = make_user()
+    api = ApiClient(stack.http_url, token)
+    run_id = api.post_message(api.new_conversation(), "talk", model="lifetime-shutdown")["run_id"]
+    port = free_port()
+    leaving = start_server(port=port, env=stack.env, log_dir=stack.log_dir, name="server-leaving")
+
+    events: list[dict] = []
+    with connect(run_socket_url(f"ws://127.0.0.1:{port}", run_id),
+                 additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10) as ws:
+        while len(events) < 5:
+            events.append(json.loads(ws.recv(timeout=30)))
+        leaving.stop()  # SIGTERM: uvicorn's graceful shutdown
+        try:
+            while True:
+                events.append(json.loads(ws.recv(timeout=30)))
+        except ConnectionClosed as exc:
+            code = _close_code(exc)
+    assert code == 1012
+    log = leaving.log()
+    assert "Finished server process" in log  # it did not have to be killed
+    assert "Task exception was never retrieved" not in log and "Exception in ASGI application" not in log
+
+    events += follow_run(stack.ws_url, run_id, token, after=events[-1]["seq"])
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[-1]["type"] == "run.completed"
