@@ -39,9 +39,8 @@ def _manage(env: dict[str, str], *args: str) -> str:
 
 
 def _refusal(url: str, **headers: str) -> InvalidStatus:
-    with pytest.raises(InvalidStatus) as refused:
-        with connect(url, additional_headers=headers, open_timeout=30):
-            pass
+    with pytest.raises(InvalidStatus) as refused, connect(url, additional_headers=headers, open_timeout=30):
+        pass
     return refused.value
 
 

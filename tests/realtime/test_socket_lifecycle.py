@@ -139,7 +139,7 @@ async def test_the_terminal_event_is_followed_by_1000(make_user, idle_broker, fa
 
 
 async def test_unauthenticated_and_unknown_are_refused_with_4401_and_4404(live_run, make_user):
-    user, run = live_run
+    _, run = live_run
     anonymous = socket_to(f"/ws/runs/{run.id}/", AnonymousUser())
     assert await anonymous.connect() == (False, close_codes.UNAUTHENTICATED)
     other, _ = await sync_to_async(make_user)()
