@@ -2,10 +2,20 @@
 
 One handler maps our ``ChatForgeError`` and DRF's exceptions to that shape,
 so clients parse one format and people read one kind of message.
+
+A request that fails because Postgres, Redis or the broker cannot be reached
+(``chatforge.realtime.outages.is_outage``) is answered 503
+``service_unavailable`` with ``Retry-After``, wherever it failed: in a DRF
+view (``exception_handler``), in any other view (the middleware in
+``chatforge/runtime/unavailable.py``), or in a middleware (``server_error_view``,
+Django's 500 handler, which still has the exception at hand). The
+OpenAI-compatible endpoints (``/v1/``) answer in OpenAI's error shape.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
 
 from django.conf import settings
@@ -14,12 +24,42 @@ from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
 
 from chatforge.errors import ChatForgeError
+from chatforge.openai_api.errors import OpenAIError
+from chatforge.realtime.outages import is_outage
+
+logger = logging.getLogger(__name__)
+
+# Seconds a client is asked to wait after a 503 (HTTP and websocket handshakes).
+RETRY_AFTER_S = 5
+UNAVAILABLE_MESSAGE = (
+    f"The service is temporarily unavailable: the database or Redis cannot be reached. "
+    f"Try again in {RETRY_AFTER_S} s."
+)
+OPENAI_PREFIX = "/v1/"
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def _unavailable(path: str, exc: BaseException) -> tuple[dict[str, Any], dict[str, str]]:
+    logger.warning("%s answered 503: a service is unreachable: %s: %s", path, type(exc).__name__, exc)
+    return (error_body("service_unavailable", UNAVAILABLE_MESSAGE, {"retry_after_s": RETRY_AFTER_S}),
+            {"Retry-After": str(RETRY_AFTER_S)})
+
+
+def unavailable_response(request: HttpRequest, exc: BaseException) -> JsonResponse | None:
+    """The 503 for a request that failed on an outage; None for any other failure."""
+    if not is_outage(exc):
+        return None
+    body, headers = _unavailable(request.path, exc)
+    if request.path.startswith(OPENAI_PREFIX):
+        return OpenAIError(UNAVAILABLE_MESSAGE, status=503, type_="server_error", code="service_unavailable",
+                           headers=headers).response()
+    return JsonResponse(body, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers=headers)
 
 
 def _validation_message(detail: Any) -> str:
@@ -36,6 +76,11 @@ def _validation_message(detail: Any) -> str:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if is_outage(exc):
+        set_rollback()
+        request = context.get("request")
+        body, headers = _unavailable(request.path if request is not None else "?", exc)
+        return Response(body, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers=headers)
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return Response(
@@ -82,6 +127,11 @@ def not_found_view(request: HttpRequest, exception: Exception | None = None) -> 
 
 
 def server_error_view(request: HttpRequest) -> JsonResponse:
+    # Django calls its 500 handler while handling the exception: one raised
+    # outside any view (a middleware reading the session) is still at hand.
+    unavailable = unavailable_response(request, sys.exc_info()[1] or Exception())
+    if unavailable is not None:
+        return unavailable
     return JsonResponse(
         error_body(
             "server_error",

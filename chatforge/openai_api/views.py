@@ -9,7 +9,9 @@ answering one ``chat.completion`` with ``tool_events``. A client that goes
 away before the end cancels the run (seed 000 "Client Disconnect").
 
 Async views (Django runs them under ASGI without a thread per request); the
-database is reached through ``sync_to_async``.
+database is reached through ``db_sync_to_async``, which gives the
+pooled connection back after each call instead of holding it for the whole
+stream.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import RequestDataTooBig
@@ -32,8 +33,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from chatforge.accounts.tokens import user_for_token
+from chatforge.api.errors import RETRY_AFTER_S
 from chatforge.conversations.models import Run
 from chatforge.errors import ChatForgeError
+from chatforge.realtime.outages import is_outage
+from chatforge.runtime.db_connections import db_sync_to_async
 from orchestration.event_log import get_event_log
 from orchestration.events import TERMINAL_TYPES
 from orchestration.services.runs import check_idempotency_key
@@ -76,7 +80,7 @@ async def _authenticate(request: HttpRequest) -> AbstractBaseUser:
             status=401,
             code="invalid_api_key",
         )
-    user = await sync_to_async(user_for_token)(token)
+    user = await db_sync_to_async(user_for_token)(token)
     if user is None:
         raise OpenAIError(
             "Incorrect API key provided: it is not a valid ChatForge API token, or it was revoked. "
@@ -113,7 +117,7 @@ async def _cancel(user: AbstractBaseUser, run_id: str) -> None:
     """Cancel the run of a client that went away. Shielded: the request's
     task is being cancelled while this runs."""
     try:
-        await asyncio.shield(sync_to_async(services.chat_cancel)(user=user, run_id=run_id))
+        await asyncio.shield(db_sync_to_async(services.chat_cancel)(user=user, run_id=run_id))
         logger.info("openai api: client went away; cancelled run %s", run_id)
     except Exception:
         logger.exception("openai api: cancelling run %s after the client went away failed", run_id)
@@ -150,7 +154,7 @@ async def _follow(run_id: str) -> AsyncIterator[dict[str, Any] | None]:
             if event["type"] in TERMINAL_TYPES:
                 return
         if not events:
-            end = await sync_to_async(services.run_end)(run_id=run_id)
+            end = await db_sync_to_async(services.run_end)(run_id=run_id)
             if end is not None:
                 yield {"type": _END_EVENT[end.status], "data": {
                     "finish_reason": end.finish_reason, "usage": end.usage, "error": end.error}}
@@ -172,7 +176,8 @@ class _RoundCalls:
     async def new_calls(self, data: dict[str, Any]) -> list[ToolCallOut]:
         if data.get("id") in self.sent:
             return []
-        calls = await sync_to_async(services.round_calls)(run_id=self.run_id, iteration=data.get("iteration", 0))
+        calls = await db_sync_to_async(services.round_calls)(
+            run_id=self.run_id, iteration=data.get("iteration", 0))
         calls = [c for c in calls if c.id not in self.sent]
         if data.get("id") not in {c.id for c in calls}:  # not in the table: trust the event
             calls.append(ToolCallOut(id=data["id"], name=data.get("name", ""), arguments=data.get("arguments") or "{}"))
@@ -211,8 +216,9 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         user = await _authenticate(request)
         chat = parse_chat_request(_json_body(request))
         idempotency_key = check_idempotency_key(request.headers.get("Idempotency-Key"))
-        await sync_to_async(services.check_message_rate)(user=user, meta=request.META)
-        run = await sync_to_async(services.chat_start)(user=user, request=chat, idempotency_key=idempotency_key)
+        await db_sync_to_async(services.check_message_rate)(user=user, meta=request.META)
+        run = await db_sync_to_async(services.chat_start)(
+            user=user, request=chat, idempotency_key=idempotency_key)
     except OpenAIError as exc:
         return exc.response()
     except ChatForgeError as exc:
@@ -299,6 +305,20 @@ async def _stream(*, user: AbstractBaseUser, chat: ChatRequest, renderer: ChunkR
             await _cancel(user, run_id)
 
 
+def _unreachable_mid_run(renderer: ChunkRenderer) -> HttpResponse:
+    """503 for a request whose run started but could not be followed to its
+    end (the database or Redis went away): the run goes on, so the client is
+    told not to retry (a retry would start a second run)."""
+    run_id = renderer.run_id
+    return OpenAIError(
+        f"The run started (run {run_id}) and goes on, but following it failed: the database or Redis "
+        f"cannot be reached. Its answer will be in the conversation; GET /api/runs/{run_id}/ shows its "
+        "state. Do not send the request again.",
+        status=503, type_="server_error", code="service_unavailable", retry=False,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    ).response(conversation_id=renderer.conversation_id, run_id=run_id)
+
+
 async def _complete(*, user: AbstractBaseUser, renderer: ChunkRenderer) -> HttpResponse:
     """Wait for the run's end; answer one ``chat.completion`` with the
     ``tool_events`` collected on the way."""
@@ -330,12 +350,21 @@ async def _complete(*, user: AbstractBaseUser, renderer: ChunkRenderer) -> HttpR
     except asyncio.CancelledError:
         await _cancel(user, run_id)  # the client went away
         raise
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        return _unreachable_mid_run(renderer)
     assert terminal is not None
     data = terminal.get("data") or {}
     if terminal["type"] != "run.completed":
         return _run_error(terminal["type"], data, run_id).response(
             conversation_id=renderer.conversation_id, run_id=run_id)
-    end = await sync_to_async(services.run_end)(run_id=run_id)
+    try:
+        end = await db_sync_to_async(services.run_end)(run_id=run_id)
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        return _unreachable_mid_run(renderer)
     body = completion_body(
         completion_id=renderer.completion_id,
         created=renderer.created,
@@ -362,7 +391,7 @@ async def models_list(request: HttpRequest) -> HttpResponse:
         await _authenticate(request)
     except OpenAIError as exc:
         return exc.response()
-    return JsonResponse({"object": "list", "data": await sync_to_async(services.model_list)()})
+    return JsonResponse({"object": "list", "data": await db_sync_to_async(services.model_list)()})
 
 
 async def model_detail(request: HttpRequest, model: str) -> HttpResponse:
@@ -372,7 +401,7 @@ async def model_detail(request: HttpRequest, model: str) -> HttpResponse:
         await _authenticate(request)
     except OpenAIError as exc:
         return exc.response()
-    for item in await sync_to_async(services.model_list)():
+    for item in await db_sync_to_async(services.model_list)():
         if item["id"] == model:
             return JsonResponse(item)
     return OpenAIError(

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from chatforge.api.errors import error_body
+from chatforge.api.errors import RETRY_AFTER_S, error_body
 
 from . import close_codes
 from .outages import is_outage
@@ -31,7 +31,6 @@ logger = logging.getLogger(__name__)
 
 ASGIApp = Callable[[dict[str, Any], Callable, Callable], Awaitable[None]]
 
-RETRY_AFTER_S = 5
 DENIAL_EXTENSION = "websocket.http.response"
 UNAVAILABLE_MESSAGE = "The service is temporarily unavailable (database or Redis unreachable); reconnect later."
 # The messages that answer a handshake; once one is sent it is too late to deny.

@@ -16,7 +16,6 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -24,6 +23,7 @@ from django.views.decorators.csrf import csrf_exempt
 from chatforge.accounts.tokens import user_for_token
 from chatforge.api.errors import error_body
 from chatforge.conversations.selectors import run_of
+from chatforge.runtime.db_connections import db_sync_to_async
 from orchestration.event_log.base import Event
 
 from .streams import run_events
@@ -46,7 +46,7 @@ async def _authenticate(request: HttpRequest) -> AbstractBaseUser | None:
         token = token.strip()
         if not token:
             raise _AuthError("authentication_failed", "The Authorization header has no token after 'Bearer'.")
-        user = await sync_to_async(user_for_token)(token)
+        user = await db_sync_to_async(user_for_token)(token)
         if user is None:
             raise _AuthError(
                 "authentication_failed", "The API token is invalid or revoked. Create a new one in your settings."
@@ -127,7 +127,7 @@ async def run_events_sse(request: HttpRequest, run_id: str) -> HttpResponse:
             status=401,
             headers={"WWW-Authenticate": "Bearer"},
         )
-    run = await sync_to_async(run_of)(user, run_id)
+    run = await db_sync_to_async(run_of)(user, run_id)
     if run is None:
         return JsonResponse(
             error_body("not_found", "Not found: it does not exist or you do not have access to it."), status=404

@@ -16,7 +16,16 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = CHATFORGE_MAX_REQUEST_BYTES
 if EMBEDDED:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # Django's ASGI handler runs each request in a thread of its own, and each
+    # takes a Redis connection for the throttle: redis-py's pool stops at 100
+    # by default, so the 101st concurrent request failed with a 500.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"max_connections": 10_000},
+        }
+    }
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

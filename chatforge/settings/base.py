@@ -59,6 +59,12 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A view failing because Postgres, Redis or the broker is unreachable
+    # answers 503 + Retry-After (JSON) instead of 500.
+    "chatforge.runtime.unavailable.ServiceUnavailableMiddleware",
+    # Streaming responses (SSE, /v1 streams) return the view's pooled
+    # database connection before the stream starts instead of at its end.
+    "chatforge.runtime.db_connections.ReleaseBeforeStreaming",
     # Serves the admin's and the web pages' static files from the web process
     # itself, so no separate file server is needed (with far-future caching
     # of hashed names after `collectstatic`).

@@ -1,8 +1,26 @@
-"""Database: Postgres in distributed mode, a local SQLite file in embedded mode."""
+"""Database: Postgres in distributed mode, a local SQLite file in embedded mode.
+
+In distributed mode every process borrows its connections from a psycopg
+connection pool of its own (Django's native pool, ``OPTIONS["pool"]``), so
+the connections a process holds are bounded by ``DATABASE_POOL_MAX_SIZE``
+however many threads it runs. Without a pool each thread kept a connection
+of its own (Django's ASGI handler runs every request in a new thread, and
+CONN_MAX_AGE kept each one open): a hundred concurrent requests held over a
+hundred connections and Postgres refused the next client.
+
+A connection goes back to the pool when Django closes it: at the end of a
+request, at the end of a Celery task (``chatforge/runtime/db_connections.py``),
+after each lease renewal of the heartbeat thread, and while a model turn
+waits on the network. Sizing against ``max_connections`` is in
+docs/decisions/0010-database-connection-pool.md.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from chatforge.env import env
 
@@ -25,12 +43,53 @@ if EMBEDDED:
         }
     }
 else:
-    DATABASES = {
-        "default": dj_database_url.parse(
-            DATABASE_URL,
-            conn_max_age=env.int("DATABASE_CONN_MAX_AGE", default=60),
-            # Off by default: a check costs a round trip per task, and a stale
-            # connection already fails the task into a retry (and is replaced).
-            conn_health_checks=env.bool("DATABASE_CONN_HEALTH_CHECKS", default=False),
-        )
-    }
+    DATABASE_POOL: bool = env.bool("DATABASE_POOL", default=True)
+    if DATABASE_POOL:
+        # Connections kept open while idle. Small: each prefork child of the
+        # tools worker has a pool of its own.
+        DATABASE_POOL_MIN_SIZE: int = env.int("DATABASE_POOL_MIN_SIZE", default=1)
+        # The most connections this process opens; past it a thread waits.
+        DATABASE_POOL_MAX_SIZE: int = env.int("DATABASE_POOL_MAX_SIZE", default=10)
+        # How long a thread waits for a free connection before its request is
+        # answered 503 (or its task retried). Also how long the pool keeps
+        # retrying a failed connection attempt before it gives up and lets the
+        # next borrower start a fresh one, so that after a long outage the pool
+        # reconnects within seconds instead of after a long backoff.
+        DATABASE_POOL_TIMEOUT_S: float = env.float("DATABASE_POOL_TIMEOUT_S", default=10.0)
+        if not 0 <= DATABASE_POOL_MIN_SIZE <= DATABASE_POOL_MAX_SIZE or DATABASE_POOL_MAX_SIZE < 1:
+            raise ImproperlyConfigured(
+                f"DATABASE_POOL_MIN_SIZE ({DATABASE_POOL_MIN_SIZE}) must be between 0 and "
+                f"DATABASE_POOL_MAX_SIZE ({DATABASE_POOL_MAX_SIZE}), which must be at least 1."
+            )
+        if DATABASE_POOL_TIMEOUT_S <= 0:
+            raise ImproperlyConfigured("DATABASE_POOL_TIMEOUT_S must be more than 0 seconds.")
+        _pool: dict[str, Any] = {
+            "name": "chatforge",
+            "min_size": DATABASE_POOL_MIN_SIZE,
+            "max_size": DATABASE_POOL_MAX_SIZE,
+            "timeout": DATABASE_POOL_TIMEOUT_S,
+            "reconnect_timeout": DATABASE_POOL_TIMEOUT_S,
+        }
+        DATABASES = {
+            "default": dj_database_url.parse(
+                DATABASE_URL,
+                conn_max_age=0,  # required with a pool: closing returns the connection to it
+                # On by default with a pool: a connection is checked (one empty
+                # query) when borrowed, so the connections left idle across a
+                # Postgres restart are replaced instead of failing the first
+                # request or task that gets each of them.
+                conn_health_checks=env.bool("DATABASE_CONN_HEALTH_CHECKS", default=True),
+            )
+        }
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = _pool
+    else:
+        # Persistent connections, one per thread (the behaviour before pooling).
+        DATABASES = {
+            "default": dj_database_url.parse(
+                DATABASE_URL,
+                conn_max_age=env.int("DATABASE_CONN_MAX_AGE", default=60),
+                # Off by default: a check costs a round trip per task, and a stale
+                # connection already fails the task into a retry (and is replaced).
+                conn_health_checks=env.bool("DATABASE_CONN_HEALTH_CHECKS", default=False),
+            )
+        }

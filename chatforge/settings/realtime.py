@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlsplit, urlunsplit
-
 from chatforge.env import env
 
 from .mode import EMBEDDED, REDIS_URL
@@ -43,26 +41,14 @@ else:
 # "memory" keeps events in the server process (embedded mode only: the
 # workers are threads of that process); "redis" is one Redis Stream per run.
 CHATFORGE_EVENT_LOG: str = "memory" if EMBEDDED else "redis"
+CHATFORGE_EVENT_LOG_REDIS_URL: str = env.str("CHATFORGE_EVENT_LOG_REDIS_URL", default=REDIS_URL)
 # Every open run socket holds one connection of the web process's pool in a
 # blocking XREAD, so the pool must be as large as the sockets a process
 # serves: redis-py's asyncio pool stops at 100 connections by default
 # ("Too many connections"), which stalled every socket past the 100th.
-# Connections are made on demand; this is a ceiling, not a reservation. A
-# URL that sets max_connections itself keeps its own.
-EVENT_LOG_MAX_CONNECTIONS = 10_000
-
-
-def _with_pool_ceiling(url: str, ceiling: int) -> str:
-    parts = urlsplit(url)
-    if not url or "max_connections" in parse_qs(parts.query):
-        return url
-    query = f"{parts.query}&max_connections={ceiling}" if parts.query else f"max_connections={ceiling}"
-    return urlunsplit(parts._replace(query=query))
-
-
-CHATFORGE_EVENT_LOG_REDIS_URL: str = _with_pool_ceiling(
-    env.str("CHATFORGE_EVENT_LOG_REDIS_URL", default=REDIS_URL), EVENT_LOG_MAX_CONNECTIONS
-)
+# Connections are made on demand; this is a ceiling, not a reservation
+# (a max_connections query parameter in the URL still wins).
+CHATFORGE_EVENT_LOG_MAX_CONNECTIONS: int = env.int("CHATFORGE_EVENT_LOG_MAX_CONNECTIONS", default=10_000)
 # How long a run's events are kept: while it is active, and after it ends.
 CHATFORGE_EVENTS_ACTIVE_TTL_S: int = env.int("CHATFORGE_EVENTS_ACTIVE_TTL_S", default=7 * 24 * 3600)
 CHATFORGE_EVENTS_ENDED_TTL_S: int = env.int("CHATFORGE_EVENTS_ENDED_TTL_S", default=24 * 3600)

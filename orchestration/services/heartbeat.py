@@ -8,7 +8,10 @@ live one is left alone by duplicate deliveries and by the sweeper.
 
 One thread per process (started lazily, so prefork children each get their
 own after the fork) instead of one per step keeps the cost to a few
-statements per interval however many steps run.
+statements per interval however many steps run. Between renewals the thread
+holds no database connection: with a connection pool it gives its
+connection back after each renewal, so a process's idle heartbeat never pins
+one of the pool's few connections.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from django.db import connection
 from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
+from chatforge.runtime.db_connections import release_connections
+
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +79,8 @@ class _Heartbeater:
             except Exception:
                 logger.exception("renewing step leases failed; retrying next interval")
                 connection.close()  # a broken connection is replaced on next use
+            else:
+                release_connections()  # back to the pool until the next renewal
 
 
 def _renew(steps: list[_Step]) -> None:

@@ -33,11 +33,21 @@ from chatforge.realtime.routing import websocket_urlpatterns
 from tests.realtime.communicator import WebsocketCommunicator
 
 
-def test_the_event_log_pool_is_not_redis_pys_default_of_100():
-    from redis.asyncio import Redis
+@pytest.mark.asyncio
+async def test_the_event_log_pools_are_not_redis_pys_default_of_100():
+    from orchestration.event_log.redis_stream import RedisStreamEventLog
 
-    pool = Redis.from_url(settings.CHATFORGE_EVENT_LOG_REDIS_URL).connection_pool
-    assert pool.max_connections == settings.EVENT_LOG_MAX_CONNECTIONS > 100
+    ceiling = settings.CHATFORGE_EVENT_LOG_MAX_CONNECTIONS
+    assert ceiling > 100
+    log = RedisStreamEventLog(
+        url=settings.CHATFORGE_EVENT_LOG_REDIS_URL,
+        active_ttl_s=60,
+        ended_ttl_s=60,
+        max_len=100,
+        max_connections=ceiling,
+    )
+    assert log._client.connection_pool.max_connections == ceiling
+    assert log._async_client().connection_pool.max_connections == ceiling
 
 
 def test_the_socket_timeout_is_longer_than_the_blocking_receive():
