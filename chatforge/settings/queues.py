@@ -26,28 +26,59 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# A lost broker connection (Redis restarting, a failover, a blip) does not
+# cancel the steps running: each records itself in Postgres when it ends,
+# whatever happened to its message (decision 0011). Cancelling them killed
+# every streaming turn and running tool, which then waited for their leases
+# to expire, and a side-effecting tool came back "interrupted".
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 2 * _LONGEST_HARD_LIMIT}
+CELERY_BROKER_TRANSPORT_OPTIONS: dict = {
+    "visibility_timeout": 2 * _LONGEST_HARD_LIMIT,
+    # Kombu's Redis pool stops at 10 connections and does not wait for one.
+    # The LLM worker's gevent pool acknowledges finished turns from as many
+    # greenlets at once: at 10 an ack failed, the consumer counted the broker
+    # as lost and cancelled every running turn (bench/load.py, decision 0012).
+    "max_connections": 10_000,
+}
 if EMBEDDED:
     # The in-memory transport polls its queues (1 s by default); poll often so
     # steps follow each other without a visible pause.
     CELERY_BROKER_TRANSPORT_OPTIONS["polling_interval"] = 0.01
 CELERY_TASK_DEFAULT_QUEUE = "default"
+
+
+def _straight_to(queue: str) -> dict:
+    """Send to ``queue`` through the anonymous exchange: the message is pushed
+    onto the queue's list without reading kombu's binding table
+    (``_kombu.binding.<exchange>``), which a FLUSHDB deletes; a send through
+    a named exchange whose table is gone vanishes without an error. Celery
+    already does this for direct queues; spelled out so that it stays so.
+    ``declare=()``: no queue declaration before a send. It only re-adds that
+    unused binding, and when its retry reconnects it closes the channel the
+    send then uses (kombu's ``Producer._publish``): after a broker restart,
+    sends failed with AttributeError (decision 0011)."""
+    return {"queue": queue, "exchange": "", "routing_key": queue, "declare": ()}
+
+
 CELERY_TASK_ROUTES = {
-    "chatforge.llm_turn": {"queue": "llm"},
-    "chatforge.tool_call": {"queue": "tools"},
-    "chatforge.finalize_run": {"queue": "default"},
-    "chatforge.sweep_stalled_runs": {"queue": "default"},
+    "chatforge.llm_turn": _straight_to("llm"),
+    "chatforge.tool_call": _straight_to("tools"),
+    "chatforge.finalize_run": _straight_to("default"),
+    "chatforge.sweep_stalled_runs": _straight_to("default"),
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Keep Celery's Django fixup from closing DB connections around every task;
 # chatforge/runtime/db_connections.py applies Django's CONN_MAX_AGE rules instead.
 CELERY_DB_REUSE_MAX = 1_000_000
+# Beat's own producer is made again after a failed send (decision 0011).
+CELERY_BEAT_SCHEDULER = "chatforge.runtime.broker_guard:ReconnectingScheduler"
 CELERY_BEAT_SCHEDULE = {
     "sweep-stalled-runs": {
         "task": "chatforge.sweep_stalled_runs",
-        "schedule": env.float("CHATFORGE_SWEEP_INTERVAL_S", default=60.0),
+        # Each pass: one indexed query for stale runs and one Redis command
+        # that notices a broker emptied by a restart or a flush (decision 0011).
+        "schedule": env.float("CHATFORGE_SWEEP_INTERVAL_S", default=10.0),
     },
 }
 

@@ -2,9 +2,11 @@
 
 A run whose heartbeat is older than CHATFORGE_RUN_STALL_S has lost its next
 step (a worker died after committing but before enqueueing, or the broker
-lost the message — even a Redis wipe). A run with no heartbeat at all had
-its next step's message refused by an unreachable broker (``dispatch.py``)
-and is sent again at the next pass. The next step is derived from the
+lost the message). A run with no heartbeat at all had its next step's
+message refused by an unreachable broker (``dispatch.py``) and is sent again
+at the next pass. When the broker was emptied (Redis restarted without its
+data, or flushed: ``broker_loss.py``), every active run is looked at in the
+next pass, whatever its heartbeat. The next step is derived from the
 ledger and enqueued again; steps are idempotent, so a run that was merely
 slow is not harmed.
 """
@@ -21,7 +23,7 @@ from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 
-from .. import dispatch
+from .. import broker_loss, dispatch
 from .finalize import Outcome, run_finalize
 from .ledger import lock_run, touch
 
@@ -71,20 +73,28 @@ def run_redispatch(run_id: str) -> str:
 
 
 def sweep_stalled_runs() -> int:
-    cutoff = timezone.now() - timedelta(seconds=settings.CHATFORGE_RUN_STALL_S)
-    stalled = Run.objects.filter(
-        # No heartbeat at all: enqueueing its next step failed (dispatch.py).
-        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True),
-        status__in=[Run.Status.QUEUED, Run.Status.RUNNING],
-    ).exclude(
+    """One pass: re-send the next step of stalled runs — or of every active
+    run when the broker was emptied since the last pass (a Redis restart or
+    flush loses every queued message at once; ``broker_loss.py``)."""
+    emptied = broker_loss.broker_was_emptied()
+    active = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).exclude(
         # waiting behind another run (double-texting): not stalled, just waiting
         blocked_by__status__in=[Run.Status.QUEUED, Run.Status.RUNNING],
-    ).values_list("id", flat=True)
+    )
+    if emptied:
+        run_ids = list(active.values_list("id", flat=True))
+        logger.warning("the broker lost what it held (restarted empty or flushed): "
+                       "sending the next step of %d active runs again", len(run_ids))
+    else:
+        cutoff = timezone.now() - timedelta(seconds=settings.CHATFORGE_RUN_STALL_S)
+        # No heartbeat at all: enqueueing its next step failed (dispatch.py).
+        stalled = active.filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
+        run_ids = list(stalled.values_list("id", flat=True)[:500])
     count = 0
-    for run_id in stalled[:500]:
+    for run_id in run_ids:
         action = run_redispatch(str(run_id))
         if action == "alive":
             continue  # its step's lease is fresh: a live worker is on it
-        logger.warning("stalled run %s re-enqueued: %s", run_id, action)
+        logger.warning("%s run %s re-enqueued: %s", "active" if emptied else "stalled", run_id, action)
         count += 1
     return count

@@ -1,5 +1,5 @@
 """Real ChatForge processes for integration tests and benchmarks: Celery
-workers (an LLM worker on threads, a tools worker on prefork, as in
+workers (an LLM worker on gevent, a tools worker on prefork, as in
 production) and a uvicorn ASGI server, each a subprocess with its own
 environment, started and stopped cleanly."""
 
@@ -136,10 +136,10 @@ class DistributedStack:
 @contextmanager
 def distributed_stack(
     *, database_url: str, redis_url: str, extra_env: dict[str, str] | None = None,
-    llm_concurrency: int = 8, tool_concurrency: int = 4, with_beat: bool = False,
+    llm_concurrency: int = 50, tool_concurrency: int = 4, with_beat: bool = False, llm_pool: str = "gevent",
 ) -> Iterator[DistributedStack]:
-    """An LLM worker (threads), a tools worker (prefork), one web process and,
-    if asked, celery beat (which runs the stalled-run sweeper)."""
+    """An LLM worker (gevent, as in production), a tools worker (prefork), one
+    web process and, if asked, celery beat (which runs the stalled-run sweeper)."""
     log_dir = Path(tempfile.mkdtemp(prefix="chatforge-stack-"))
     env = base_env(
         **{
@@ -154,7 +154,7 @@ def distributed_stack(
     port = free_port()
     stack = DistributedStack(http_url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}", env=env, log_dir=log_dir)
     try:
-        stack.processes.append(start_worker("llm", queues="llm,default", pool="threads", concurrency=llm_concurrency, env=env, log_dir=log_dir))
+        stack.processes.append(start_worker("llm", queues="llm,default", pool=llm_pool, concurrency=llm_concurrency, env=env, log_dir=log_dir))
         stack.processes.append(start_worker("tools", queues="tools", pool="prefork", concurrency=tool_concurrency, env=env, log_dir=log_dir))
         stack.processes.append(start_server(port=port, env=env, log_dir=log_dir))
         if with_beat:

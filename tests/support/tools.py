@@ -36,6 +36,12 @@ def _count_effect(args: dict, ctx: ToolContext) -> dict:
     return {"effects_for_this_call": count}
 
 
+def _slow_effect(args: dict, ctx: ToolContext) -> dict:
+    """Work that takes a while, then a side effect that must happen at most once."""
+    time.sleep(args["ms"] / 1000)
+    return _count_effect(args, ctx)
+
+
 def _flaky_once(args: dict, ctx: ToolContext) -> str:
     """Fails transiently on the first attempt of each call, then succeeds."""
     attempt = redis.Redis.from_url(EFFECTS_REDIS_URL).incr(f"flaky:{ctx.idempotency_key}")
@@ -67,4 +73,16 @@ TOOLS = [
          policy=ToolPolicy(max_attempts=3, backoff_initial_s=0.01, backoff_max_s=0.02)),
     Tool(name="count_effect", description="Records one side effect.", parameters=_NO_ARGS, handler=_count_effect,
          policy=ToolPolicy(side_effects="not_idempotent")),
+    Tool(
+        name="slow_effect",
+        description="Works for ms milliseconds, then records one side effect.",
+        parameters={
+            "type": "object",
+            "properties": {"ms": {"type": "integer", "minimum": 0, "maximum": 60_000}},
+            "required": ["ms"],
+            "additionalProperties": False,
+        },
+        handler=_slow_effect,
+        policy=ToolPolicy(timeout_s=90, side_effects="not_idempotent"),
+    ),
 ]
