@@ -51,6 +51,7 @@ def _publish(
     *,
     dedupe_key: str | None = None,
     terminal: bool = False,
+    starts_log: bool = False,
 ) -> int | None:
     event = {
         "type": type_,
@@ -60,7 +61,8 @@ def _publish(
         "data": data,
     }
     try:
-        return get_event_log().append(ref.run_id, event, dedupe_key=dedupe_key, terminal=terminal)
+        return get_event_log().append(ref.run_id, event, dedupe_key=dedupe_key, terminal=terminal,
+                                      starts_log=starts_log)
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise EventLogUnavailable(f"the event log is unreachable ({type(exc).__name__}: {exc})") from exc
 
@@ -81,12 +83,16 @@ def _publish_on_commit(ref: RunRef, type_: str, data: dict[str, Any], **kwargs: 
     transaction.on_commit(lambda: _publish_best_effort(ref, type_, data, **kwargs))
 
 
-def run_started(ref: RunRef, *, message_id: str) -> None:
+def run_started(ref: RunRef, *, message_id: str, first_delivery: bool = False) -> None:
+    """``first_delivery``: published by the first delivery of turn 0, so it
+    is the run's first event and its log may start at seq 1 without a check
+    (event_log/continuity.py gives the same answer, for a query)."""
     _publish(
         ref,
         "run.started",
         {"conversation_id": ref.conversation_id, "message_id": message_id},
         dedupe_key="run.started",
+        starts_log=first_delivery,
     )
 
 

@@ -7,7 +7,7 @@ mode, where workers are threads of the server process).
 
 from __future__ import annotations
 
-from functools import lru_cache
+import threading
 
 from django.conf import settings
 
@@ -15,8 +15,31 @@ from .base import EventLog, LogInfo
 from .continuity import log_may_start_fresh
 
 
-@lru_cache(maxsize=1)
+_lock = threading.Lock()
+_instance: EventLog | None = None
+
+
 def get_event_log() -> EventLog:
+    """The process's one event log. Built under a lock: in embedded mode a
+    socket's reader and a worker thread often ask for the first time at the
+    same moment, and two in-memory logs would each see half of a run
+    (``functools.lru_cache`` does not prevent that: it may call twice)."""
+    global _instance
+    if _instance is None:
+        with _lock:
+            if _instance is None:
+                _instance = _build_event_log()
+    return _instance
+
+
+def reset_event_log() -> None:
+    """Forget the process's event log (tests that change its settings)."""
+    global _instance
+    with _lock:
+        _instance = None
+
+
+def _build_event_log() -> EventLog:
     if settings.CHATFORGE_EVENT_LOG == "redis":
         from .redis_stream import RedisStreamEventLog
 
@@ -25,6 +48,7 @@ def get_event_log() -> EventLog:
             active_ttl_s=settings.CHATFORGE_EVENTS_ACTIVE_TTL_S,
             ended_ttl_s=settings.CHATFORGE_EVENTS_ENDED_TTL_S,
             max_len=settings.CHATFORGE_EVENTS_MAX_PER_RUN,
+            max_connections=settings.CHATFORGE_EVENT_LOG_MAX_CONNECTIONS,
             may_start_fresh=log_may_start_fresh,
         )
     from .memory import InMemoryEventLog
@@ -32,4 +56,4 @@ def get_event_log() -> EventLog:
     return InMemoryEventLog(may_start_fresh=log_may_start_fresh)
 
 
-__all__ = ["EventLog", "LogInfo", "get_event_log"]
+__all__ = ["EventLog", "LogInfo", "get_event_log", "reset_event_log"]

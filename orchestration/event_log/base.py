@@ -49,9 +49,12 @@ class EventLog(Protocol):
         *,
         dedupe_key: str | None = None,
         terminal: bool = False,
+        starts_log: bool = False,
     ) -> int | None:
         """Append ``event`` (without ``seq``); return its seq, or None if it
-        was dropped (duplicate key, or the run's log is already closed)."""
+        was dropped (duplicate key, or the run's log is already closed).
+        ``starts_log``: the caller knows this is the run's first event, so a
+        missing log starts at seq 1 without asking the fresh-log policy."""
         ...
 
     def read(self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500) -> list[Event]:

@@ -33,12 +33,13 @@ class InMemoryEventLog:
         self._changed = threading.Condition()
 
     def append(
-        self, run_id: str, event: Event, *, dedupe_key: str | None = None, terminal: bool = False
+        self, run_id: str, event: Event, *, dedupe_key: str | None = None, terminal: bool = False,
+        starts_log: bool = False,
     ) -> int | None:
         base = 0
         with self._changed:
             missing = run_id not in self._runs
-        if missing and not self._may_start_fresh(run_id, event):  # a query: outside the lock
+        if missing and not starts_log and not self._may_start_fresh(run_id, event):  # a query: outside the lock
             base = time.time_ns() // 1000
         with self._changed:
             log = self._runs.get(run_id)

@@ -96,15 +96,19 @@ class RedisStreamEventLog:
         active_ttl_s: int,
         ended_ttl_s: int,
         max_len: int,
+        max_connections: int | None = None,
         may_start_fresh: FreshLogPolicy | None = None,
     ) -> None:
         self._url = url
+        # Per pool (one sync pool, one async pool per event loop): a web
+        # process holds one connection per open socket in a blocking XREAD.
+        self._client_options = {"socket_timeout": SOCKET_TIMEOUT_S, "max_connections": max_connections}
         self._active_ttl_s = active_ttl_s
         self._ended_ttl_s = ended_ttl_s
         self._max_len = max_len
         # Without a policy every missing log starts at 1 (unit tests of the backend).
         self._may_start_fresh = may_start_fresh or (lambda run_id, event: True)
-        self._client = redis.Redis.from_url(url, socket_timeout=SOCKET_TIMEOUT_S)
+        self._client = redis.Redis.from_url(url, **self._client_options)
         self._append = self._client.register_script(_APPEND)
         # One async client per event loop: redis.asyncio connections are bound
         # to the loop that created them. Keyed by the loop itself (weakly), not
@@ -114,7 +118,8 @@ class RedisStreamEventLog:
         )
 
     def append(
-        self, run_id: str, event: Event, *, dedupe_key: str | None = None, terminal: bool = False
+        self, run_id: str, event: Event, *, dedupe_key: str | None = None, terminal: bool = False,
+        starts_log: bool = False,
     ) -> int | None:
         args = [
             json.dumps(event, separators=(",", ":"), ensure_ascii=False),
@@ -124,7 +129,9 @@ class RedisStreamEventLog:
             self._active_ttl_s,
             self._ended_ttl_s,
         ]
-        seq = int(self._append(keys=_keys(run_id), args=[*args, ""]))
+        # A run's first event creates its log in one call; any other append
+        # to a missing log asks the policy first (the log may have been lost).
+        seq = int(self._append(keys=_keys(run_id), args=[*args, "fresh" if starts_log else ""]))
         if seq == _LOG_MISSING:
             mode = "fresh" if self._may_start_fresh(run_id, event) else "restart"
             seq = int(self._append(keys=_keys(run_id), args=[*args, mode]))
@@ -162,7 +169,7 @@ class RedisStreamEventLog:
         loop = asyncio.get_running_loop()
         client = self._async_clients.get(loop)
         if client is None:
-            client = aioredis.Redis.from_url(self._url, socket_timeout=SOCKET_TIMEOUT_S)
+            client = aioredis.Redis.from_url(self._url, **self._client_options)
             self._async_clients[loop] = client
         return client
 

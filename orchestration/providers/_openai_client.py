@@ -1,11 +1,14 @@
 """The openai SDK client both OpenAI adapters (Chat Completions and
 Responses) build: SDK retries as configured, a whole-turn timeout with an
 idle (read) limit for streams, and never the operator's ``OPENAI_API_KEY``.
+The HTTP connection pool underneath is the process's (``shared_http.py``).
 """
 
 from __future__ import annotations
 
 import openai
+
+from .shared_http import shared_http_client
 
 # The SDK refuses an empty key, and falling back to OPENAI_API_KEY would send
 # the operator's real key to whatever base_url is configured. Local servers
@@ -29,5 +32,6 @@ def openai_client(
         api_key=api_key or PLACEHOLDER_API_KEY,
         timeout=openai.Timeout(timeout_s, connect=connect_timeout_s, read=idle_timeout_s),
         max_retries=max_retries,
+        http_client=shared_http_client("openai", openai.DefaultHttpxClient),
     )
     return client, openai.Timeout(timeout_s, connect=connect_timeout_s)

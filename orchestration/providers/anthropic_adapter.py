@@ -75,6 +75,7 @@ from orchestration.providers.base import (
     TurnResult,
 )
 from orchestration.providers.failures import logged_failure
+from orchestration.providers.shared_http import shared_http_client
 from tools.formats import to_anthropic as tools_to_anthropic
 
 logger = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ class AnthropicProvider:
             api_key=api_key or PLACEHOLDER_API_KEY,
             timeout=self._stream_timeout,
             max_retries=0,
+            http_client=shared_http_client("anthropic", anthropic.DefaultHttpxClient),
         )
         host = urlsplit(base_url).hostname or base_url
         self._where = "Anthropic" if host == DEFAULT_HOST else f"Anthropic API at {base_url}"

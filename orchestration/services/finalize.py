@@ -98,7 +98,8 @@ def run_finalize(
         run.max_iterations_reached = final_turn is not None and not final_turn.offered_tools and final_turn.iteration > 0
         run.finished_at = now
         run.heartbeat_at = now
-        run.save()
+        run.save(update_fields=["status", "error", "finish_reason", "usage", "max_iterations_reached",
+                                "finished_at", "heartbeat_at"])
         Conversation.objects.filter(pk=run.conversation_id).update(updated_at=now)
         _publish_terminal(run, str(message.id))
         # Runs posted while this one was active (double-texting) start now.

@@ -18,6 +18,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
+from chatforge.runtime.db_connections import release_connections
 
 from .. import dispatch, events
 from ..history import TurnInput, input_for_turn
@@ -26,15 +27,17 @@ from ..providers.base import ChatProvider, ReasoningDelta, TextDelta, ToolCall, 
 from ..providers.retry_policy import policy_for
 from ..tooling import get_registry
 from .claims import claim_turn, mark_run_running, release_turn
-from .connections import release_connection
+from .cancel_watch import CHECK_INTERVAL_S, cancel_watch
 from .finalize import Outcome, run_finalize, step_must_stop
 from .heartbeat import step_lease
 from .ledger import ref
+from .outage_retry import retry_through_outage
 
 logger = logging.getLogger(__name__)
 
-# How often the streaming loop looks at the cancel flag.
-_CHECK_INTERVAL_S = 1.0
+# How often the streaming loop looks at the cancel flag (answered for the
+# whole process by one query a second: cancel_watch.py).
+_CHECK_INTERVAL_S = CHECK_INTERVAL_S
 
 
 @dataclass(frozen=True)
@@ -56,15 +59,6 @@ def _emit_tool_call_events(run: Run, invocations: list[ToolInvocation]) -> None:
             iteration=inv.iteration,
             text_offset=inv.text_offset,
         )
-
-
-def _cancel_requested(run_id: str) -> bool:
-    """Whether the run should stop: asked to, or gone (its conversation was
-    deleted). Asked every second while the model streams, so the connection
-    goes straight back to the pool."""
-    flag = Run.objects.filter(pk=run_id).values_list("cancel_requested", flat=True).first()
-    release_connection()
-    return flag is None or bool(flag)
 
 
 def _stream(run: Run, provider: ChatProvider, request: TurnRequest) -> _Streamed:
@@ -91,7 +85,7 @@ def _stream(run: Run, provider: ChatProvider, request: TurnRequest) -> _Streamed
                 result = item
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + _CHECK_INTERVAL_S
-                if _cancel_requested(str(run.id)):
+                if cancel_watch.should_stop(str(run.id)):
                     result, cancelled = None, True
                     break
     except ProviderError as exc:
@@ -117,7 +111,7 @@ def _wait_unless_cancelled(run_id: str, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
         time.sleep(min(left, _CHECK_INTERVAL_S))
-        if _cancel_requested(run_id):
+        if cancel_watch.should_stop(run_id):
             return False
     return True
 
@@ -300,7 +294,7 @@ def _run_claimed_turn(turn: LlmTurn) -> None:
     if run.status != Run.Status.RUNNING or run.iteration != iteration or turn.deliveries > 1:
         mark_run_running(run, iteration)  # the fan-in already moved a running run here
     if iteration == 0:
-        events.run_started(ref(run), message_id=str(run.user_message_id))
+        events.run_started(ref(run), message_id=str(run.user_message_id), first_delivery=turn.deliveries == 1)
     events.llm_started(ref(run), iteration=iteration)
 
     turn_input = input_for_turn(run, iteration, offer_tools=turn.offered_tools)
@@ -317,9 +311,16 @@ def _run_claimed_turn(turn: LlmTurn) -> None:
     # The model call is a wait on the network: hold no database connection
     # through it, so a worker can stream far more turns than its pool has
     # connections (the heartbeat and the cancel checks borrow one briefly).
-    release_connection()
+    release_connections()
     with step_lease(run_id, turn):
-        streamed = _call_model(run, turn, resolved, request)
+        with cancel_watch.watching(run_id):
+            streamed = _call_model(run, turn, resolved, request)
+        if streamed.result is not None:
+            # The answer is in hand: record it through a short outage rather than
+            # hand the turn back, which would call the model again.
+            has_calls = retry_through_outage(
+                lambda: _record(turn, streamed.result, streamed.provider_ms, turn_input),
+                what=f"run {run_id} turn {iteration}: recording the answer")
     if streamed.failure is not None:
         logger.warning("run %s turn %s failed: %s", run_id, iteration, streamed.failure.message)
         run_finalize(run_id=run_id, outcome=Outcome.FAILED, error=streamed.failure.message,
@@ -328,6 +329,5 @@ def _run_claimed_turn(turn: LlmTurn) -> None:
     if streamed.result is None:
         run_finalize(run_id=run_id, outcome=Outcome.CANCELLED, partial_text=streamed.partial_text)
         return
-    has_calls = _record(turn, streamed.result, streamed.provider_ms, turn_input)
     if has_calls is False:
         run_finalize(run_id=run_id, outcome=Outcome.COMPLETED)

@@ -7,10 +7,9 @@ import uuid
 
 import pytest
 from django.db import transaction
-from django.test import override_settings
 
 from orchestration import events
-from orchestration.event_log import get_event_log
+from orchestration.event_log import get_event_log, reset_event_log
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,11 +18,14 @@ TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
 @pytest.fixture(params=["redis", "memory"])
-def log(request):
-    get_event_log.cache_clear()
-    with override_settings(CHATFORGE_EVENT_LOG=request.param):
-        yield get_event_log()
-    get_event_log.cache_clear()
+def log(request, settings):
+    # Through pytest-django's ``settings`` (not a nested override_settings):
+    # both restore on teardown, and interleaved they left the last test's
+    # backend set for every test after it.
+    settings.CHATFORGE_EVENT_LOG = request.param
+    reset_event_log()
+    yield get_event_log()
+    reset_event_log()
 
 
 def test_every_event_type_has_its_contract_shape(log):

@@ -17,7 +17,7 @@ from django.db import connection
 from chatforge.celery import app
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
 from orchestration import tasks
-from orchestration.event_log import get_event_log
+from orchestration.event_log import get_event_log, reset_event_log
 from orchestration.events import EventLogUnavailable
 from orchestration.services.runs import RunOptions, run_start
 from orchestration.services.sweeper import sweep_stalled_runs
@@ -47,11 +47,11 @@ def broker_at(url: str) -> Iterator[None]:
 @contextmanager
 def event_log_at(settings, url: str) -> Iterator[None]:
     settings.CHATFORGE_EVENT_LOG_REDIS_URL = url
-    get_event_log.cache_clear()
+    reset_event_log()
     try:
         yield
     finally:
-        get_event_log.cache_clear()
+        reset_event_log()
 
 
 def new_run(user, **options) -> Run:

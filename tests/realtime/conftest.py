@@ -9,11 +9,10 @@ from collections.abc import Iterator
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
-from django.test import override_settings
 
 from chatforge.conversations.models import Conversation, Run, ToolInvocation
 from orchestration import tasks
-from orchestration.event_log import get_event_log
+from orchestration.event_log import get_event_log, reset_event_log
 from orchestration.services.runs import RunOptions, run_start
 from tests.fakes.openai_server import Reply
 
@@ -24,11 +23,14 @@ TWO_ROUNDS = [
 
 
 @pytest.fixture(params=["redis", "memory"])
-def event_log(request):
-    get_event_log.cache_clear()
-    with override_settings(CHATFORGE_EVENT_LOG=request.param):
-        yield get_event_log()
-    get_event_log.cache_clear()
+def event_log(request, settings):
+    # Through pytest-django's ``settings`` (not a nested override_settings):
+    # both restore on teardown, and interleaved they left the last test's
+    # backend set for every test after it.
+    settings.CHATFORGE_EVENT_LOG = request.param
+    reset_event_log()
+    yield get_event_log()
+    reset_event_log()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from chatforge.conversations.models import LlmTurn
 from orchestration import events
-from orchestration.event_log import get_event_log
+from orchestration.event_log import get_event_log, reset_event_log
 
 from .conftest import first_turn, start
 
@@ -66,6 +66,14 @@ def test_run_started_of_the_first_delivery_starts_at_one_but_a_redelivery_does_n
     assert event_log.read(str(run.id), after=0)[0]["seq"] > FLOOR
 
 
+def test_the_first_delivery_says_so_and_its_log_starts_with_no_query(engine, event_log,
+                                                                       django_assert_num_queries):
+    run = start(engine)
+    with django_assert_num_queries(0):
+        events.run_started(ref_of(run), message_id="m", first_delivery=True)
+    assert [e["seq"] for e in event_log.read(str(run.id), after=0)] == [1]
+
+
 def test_a_run_cancelled_before_it_started_ends_its_log_at_one(engine, event_log):
     run = start(engine)  # turn 0 never claimed
     with transaction.atomic():
@@ -76,9 +84,9 @@ def test_a_run_cancelled_before_it_started_ends_its_log_at_one(engine, event_log
 
 @pytest.mark.parametrize("backend", ["redis", "memory"])
 def test_the_configured_log_uses_the_policy(backend, settings):
-    get_event_log.cache_clear()
+    reset_event_log()
     settings.CHATFORGE_EVENT_LOG = backend
     try:
         assert get_event_log()._may_start_fresh.__name__ == "log_may_start_fresh"
     finally:
-        get_event_log.cache_clear()
+        reset_event_log()
