@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt co
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install services browser screenshots bench lock worker-llm worker-tools beat
+.PHONY: run test install services browser screenshots bench bench-load lock worker-llm worker-tools beat
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,9 +49,14 @@ lock:
 bench: install services
 	$(PY) -m bench.run
 
+## Load: 500 concurrent streaming runs on private Postgres and Redis (several
+## minutes; figures are printed, see docs/performance.md)
+bench-load: install
+	$(PY) -m bench.load --runs 500
+
 # Distributed-mode processes (set DATABASE_URL, REDIS_URL, DJANGO_SECRET_KEY).
 worker-llm: install
-	$(VENV)/bin/celery -A chatforge worker -Q llm,default -P threads -c 64 -n llm@%h
+	$(VENV)/bin/celery -A chatforge worker -Q llm,default -P gevent -c 500 -n llm@%h
 worker-tools: install
 	$(VENV)/bin/celery -A chatforge worker -Q tools -P prefork -c 4 -n tools@%h
 beat: install

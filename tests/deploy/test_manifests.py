@@ -106,7 +106,7 @@ def check_command(tokens: list[str]) -> None:
         if "tools" in queues:
             assert pool == "prefork", "tools need prefork: hard time limits only work there"
         if "llm" in queues:
-            assert pool == "threads", "LLM turns wait on the network: threads pool"
+            assert pool == "gevent", "LLM turns wait on the network: gevent pool (decision 0012)"
         assert re.fullmatch(r"[a-z-]+@%h", option(tokens, "-n")), "node name must be <name>@%h"
         assert int(option(tokens, "-c")) > 0
 
@@ -211,7 +211,7 @@ def test_procfile():
     assert set(entries) == {"release", "web", "worker-llm", "worker-tools", "beat"}
     assert entries["release"] == "python manage.py migrate --noinput"
     assert entries["web"].startswith("python manage.py serve --host 0.0.0.0 --port ")
-    assert entries["worker-llm"] == "celery -A chatforge worker -Q llm,default -P threads -c 64 -n llm@%h"
+    assert entries["worker-llm"] == "celery -A chatforge worker -Q llm,default -P gevent -c 500 -n llm@%h"
     assert entries["worker-tools"] == "celery -A chatforge worker -Q tools -P prefork -c 4 -n tools@%h"
     assert entries["beat"] == "celery -A chatforge beat"
     commands = [shlex.split(c) for c in entries.values()]
