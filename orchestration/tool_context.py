@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from chatforge.accounts.secrets import secret_lookup_for
 from orchestration.event_log import get_event_log
 from tools.base import ToolContext
 
 
-def tool_context_for(*, user_id: int | None, run_id: str | None = None, tool_call_id: str | None = None) -> ToolContext:
+def tool_context_for(
+    *,
+    user_id: int | None,
+    run_id: str | None = None,
+    tool_call_id: str | None = None,
+    user_ciphertexts: Mapping[str, str] | None = None,
+) -> ToolContext:
+    """``user_ciphertexts``: the user's secrets if already read (the engine's
+    claim reads them with the step); otherwise they are read here."""
     return ToolContext(
         run_id=run_id,
         tool_call_id=tool_call_id,
         user_id=user_id,
-        secret_lookup=secret_lookup_for(user_id) if user_id is not None else None,
+        secret_lookup=secret_lookup_for(user_id, ciphertexts=user_ciphertexts) if user_id is not None else None,
         cancel_check=_run_ended(run_id) if run_id is not None else None,
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -81,27 +81,32 @@ def user_secret_names(*, user: AbstractBaseUser) -> list[str]:
     return list(UserSecret.objects.filter(user=user).order_by("name").values_list("name", flat=True))
 
 
-def user_secret_get(*, user_id: int, name: str) -> str | None:
-    """The plaintext of a user's secret, or None if missing or undecryptable."""
-    ciphertext = (
-        UserSecret.objects.filter(user_id=user_id, name=name).values_list("ciphertext", flat=True).first()
-    )
+def user_secret_get(*, user_id: int, name: str, ciphertexts: Mapping[str, str] | None = None) -> str | None:
+    """The plaintext of a user's secret, or None if missing or undecryptable.
+    ``ciphertexts``: the user's secrets already read (the engine's claim reads
+    them with the step); without it, one query."""
+    if ciphertexts is not None:
+        ciphertext = ciphertexts.get(name)
+    else:
+        ciphertext = (
+            UserSecret.objects.filter(user_id=user_id, name=name).values_list("ciphertext", flat=True).first()
+        )
     return None if ciphertext is None else _decrypt_or_none(ciphertext, user_id=user_id, name=name)
 
 
-def secret_lookup_for(user_id: int | None) -> SecretLookup:
+def secret_lookup_for(user_id: int | None, *, ciphertexts: Mapping[str, str] | None = None) -> SecretLookup:
     """The ``ToolContext.secret_lookup`` for one tool call of ``user_id``.
 
-    The user's ciphertexts are read here, in the caller's thread, in one query:
-    tool handlers run in their own short-lived threads (``tools.runner``), and a
-    query from there would open a database connection that nobody closes.
-    Values are decrypted only when a tool asks, and each at most once.
+    The user's ciphertexts are read here, in the caller's thread, in one query
+    (or given, when the caller read them already): tool handlers run in their
+    own short-lived threads (``tools.runner``), and a query from there would
+    open a database connection that nobody closes. Values are decrypted only
+    when a tool asks, and each at most once.
     """
     if user_id is None:
         return lambda name: None
-    ciphertexts: dict[str, str] = dict(
-        UserSecret.objects.filter(user_id=user_id).values_list("name", "ciphertext")
-    )
+    if ciphertexts is None:
+        ciphertexts = dict(UserSecret.objects.filter(user_id=user_id).values_list("name", "ciphertext"))
     decrypted: dict[str, str | None] = {}
 
     def lookup(name: str) -> str | None:

@@ -10,6 +10,7 @@ as ``anthropic_api_key``) overrides the configured one for their runs.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -93,21 +94,51 @@ def _guess_capabilities(kind: str, upstream: str) -> Capabilities:
                         and upstream.startswith("gpt-5"))
 
 
-def _with_user_key(route: ModelRoute, user_id: int | None) -> ModelRoute:
+def _with_user_key(route: ModelRoute, user_id: int | None, ciphertexts: Mapping[str, str] | None) -> ModelRoute:
     if user_id is None:
         return route
-    own = user_secret_get(user_id=user_id, name=USER_KEY_SECRETS[ProviderKind(route.kind)])
+    own = user_secret_get(user_id=user_id, name=USER_KEY_SECRETS[ProviderKind(route.kind)], ciphertexts=ciphertexts)
     if not own:
         return route
     return ModelRoute(route.kind, route.base_url, own, route.upstream_model, route.capabilities, route.source + " + user key")
 
 
-def resolve_model(model: str, *, user_id: int | None = None) -> ModelRoute:
+@dataclass(frozen=True)
+class RouteRows:
+    """The admin rows a model name can resolve to: its enabled
+    ``LanguageModel`` (with an enabled provider), and the enabled provider
+    named by its ``<provider>/`` prefix. Read by ``route_rows`` or, by the
+    engine, in the same statement that claims a model turn
+    (docs/decisions/0013-configuration-read-with-each-step.md)."""
+
+    model_row: LanguageModel | None
+    prefix_provider: Provider | None
+
+
+def route_rows(model: str) -> RouteRows:
     row = (
         LanguageModel.objects.select_related("provider")
         .filter(name=model, enabled=True, provider__enabled=True)
         .first()
     )
+    prefix, _, rest = model.partition("/")
+    provider = Provider.objects.filter(name=prefix, enabled=True).first() if row is None and rest else None
+    return RouteRows(model_row=row, prefix_provider=provider)
+
+
+def resolve_model(
+    model: str,
+    *,
+    user_id: int | None = None,
+    user_ciphertexts: Mapping[str, str] | None = None,
+    rows: RouteRows | None = None,
+) -> ModelRoute:
+    """The route for ``model``. ``user_ciphertexts`` (the user's secrets) and
+    ``rows`` (``route_rows(model)``): what the caller has read already;
+    whatever is not given is queried here."""
+    if rows is None:
+        rows = route_rows(model)
+    row = rows.model_row
     if row is not None:
         provider = row.provider
         route = ModelRoute(
@@ -124,10 +155,10 @@ def resolve_model(model: str, *, user_id: int | None = None) -> ModelRoute:
             ),
             source=f"model '{row.name}' of provider '{provider.name}'",
         )
-        return _with_user_key(route, user_id)
+        return _with_user_key(route, user_id, user_ciphertexts)
     prefix, _, rest = model.partition("/")
     if rest:
-        provider = Provider.objects.filter(name=prefix, enabled=True).first()
+        provider = rows.prefix_provider
         if provider is not None:
             route = ModelRoute(
                 kind=provider.kind,
@@ -137,13 +168,13 @@ def resolve_model(model: str, *, user_id: int | None = None) -> ModelRoute:
                 capabilities=_guess_capabilities(provider.kind, rest),
                 source=f"provider '{provider.name}'",
             )
-            return _with_user_key(route, user_id)
+            return _with_user_key(route, user_id, user_ciphertexts)
         if prefix in _PREFIXES:
             kind = _PREFIXES[prefix]
             route = ModelRoute(kind, _default_base_url(kind), _environment_key(kind), rest,
                                _guess_capabilities(kind, rest), "environment")
-            return _with_user_key(route, user_id)
+            return _with_user_key(route, user_id, user_ciphertexts)
     kind = ProviderKind.OPENAI
     route = ModelRoute(kind, _default_base_url(kind), _environment_key(kind), model,
                        _guess_capabilities(kind, model), "environment")
-    return _with_user_key(route, user_id)
+    return _with_user_key(route, user_id, user_ciphertexts)

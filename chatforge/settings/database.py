@@ -27,7 +27,17 @@ from chatforge.env import env
 from .base import BASE_DIR
 from .mode import DATABASE_URL, EMBEDDED
 
+# The engine's fan-in uses UPDATE … RETURNING (docs/decisions/0013-…).
+SQLITE_MINIMUM = (3, 35)
+
 if EMBEDDED:
+    import sqlite3
+
+    if sqlite3.sqlite_version_info < SQLITE_MINIMUM:
+        raise ImproperlyConfigured(
+            f"Embedded mode needs SQLite {'.'.join(map(str, SQLITE_MINIMUM))} or newer; this Python has "
+            f"{sqlite3.sqlite_version}. Use a newer Python build, or set DATABASE_URL to a Postgres database."
+        )
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",

@@ -9,12 +9,17 @@ HTTP connections are pooled across the turns a worker runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from .base import ChatProvider, ProviderError
+
+if TYPE_CHECKING:
+    from chatforge.llm.routing import RouteRows
 
 DEMO_MODEL = "demo"
 
@@ -30,14 +35,22 @@ class ResolvedModel:
     supports_verbosity: bool = False
 
 
-def resolve(model: str, *, user_id: int | None = None) -> ResolvedModel:
+def resolve(
+    model: str,
+    *,
+    user_id: int | None = None,
+    user_ciphertexts: Mapping[str, str] | None = None,
+    rows: RouteRows | None = None,
+) -> ResolvedModel:
+    """The adapter and capabilities for ``model``; ``user_ciphertexts`` and
+    ``rows``: what the caller read already (see ``resolve_model``)."""
     if model == DEMO_MODEL:
         from .demo import DemoProvider
 
         return ResolvedModel(DemoProvider(token_delay_s=settings.CHATFORGE_DEMO_TOKEN_DELAY_S), "demo", model)
     from chatforge.llm.routing import resolve_model
 
-    route = resolve_model(model, user_id=user_id)
+    route = resolve_model(model, user_id=user_id, user_ciphertexts=user_ciphertexts, rows=rows)
     caps = route.capabilities
     return ResolvedModel(
         provider=_adapter(route.kind, route.base_url, route.api_key),

@@ -8,18 +8,58 @@ completed, or when another delivery is running it right now (its lease is
 fresh) — so duplicates are recognised without a transaction or a row lock
 held across statements. ``deliveries > 1`` after a claim means an earlier
 delivery started the step and died before finishing it.
+
+On Postgres the claim also returns what the step needs (the step row, its
+run and, for a turn, the user's message) in the same round trip: the UPDATE
+runs in a data-modifying CTE whose RETURNING rows are joined to the run.
+SQLite (embedded mode) has no such CTE: there the claim is the UPDATE
+followed by a read.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F, Q
+from django.db import connection
+from django.db.models import Exists, F, Model, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
+from chatforge.accounts.models import UserSecret
+from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
+from chatforge.llm.models import LanguageModel, Provider
+from chatforge.llm.routing import RouteRows
+
+
+@dataclass(frozen=True)
+class ClaimExtras:
+    """What the Postgres claim read in the same statement, so the step does
+    not ask again; None where it was not read (SQLite): the step queries.
+
+    ``user_ciphertexts``: the run's user's stored secrets, name → ciphertext
+    (decrypted only where used: the user's own provider key, a tool's secret).
+    ``earlier_arguments``: the arguments of this run's earlier calls of the
+    same tool (the repeated-call check)."""
+
+
+    user_ciphertexts: dict[str, str] | None = None
+    earlier_arguments: list[str] | None = None
+    # A turn's claim: whether it marked the run running (None: not asked,
+    # the caller decides and calls mark_run_running).
+    run_marked_running: bool | None = None
+    # A turn's claim: the admin rows its run's model resolves to.
+    route_rows: RouteRows | None = None
+
+
+NOTHING_PRELOADED = ClaimExtras()
+
+
+def extras_of(step: Model) -> ClaimExtras:
+    return getattr(step, "claim_extras", NOTHING_PRELOADED)
 
 
 def _claimable(now) -> Q:
@@ -37,11 +77,19 @@ def _claim_values(now) -> dict:
     }
 
 
+_ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
+
+
 def claim_turn(run_id: str, iteration: int) -> LlmTurn | None:
     """The claimed turn (with its run and user message loaded), or None when
-    it does not exist, is completed, or is being run by a live delivery."""
+    it does not exist, is completed, is being run by a live delivery, or is
+    a first turn still waiting behind another run of its conversation
+    (double-texting: that run's finalize sends this turn again)."""
+    if connection.vendor == "postgresql":
+        return _claim_returning(LlmTurn, "iteration", iteration, run_id, with_message=True)
     now = timezone.now()
-    claimed = LlmTurn.objects.filter(_claimable(now), run_id=run_id, iteration=iteration).update(
+    unblocked = ~Exists(Run.objects.filter(pk=run_id, blocked_by__status__in=_ACTIVE)) if iteration == 0 else Q()
+    claimed = LlmTurn.objects.filter(_claimable(now), unblocked, run_id=run_id, iteration=iteration).update(
         **_claim_values(now)
     )
     if not claimed:
@@ -52,6 +100,8 @@ def claim_turn(run_id: str, iteration: int) -> LlmTurn | None:
 def claim_invocation(run_id: str, tool_call_id: str) -> ToolInvocation | None:
     """The claimed invocation (with its run loaded), or None when it does not
     exist, is finished, or is being run by a live delivery."""
+    if connection.vendor == "postgresql":
+        return _claim_returning(ToolInvocation, "tool_call_id", tool_call_id, run_id, with_message=False)
     now = timezone.now()
     claimed = ToolInvocation.objects.filter(_claimable(now), run_id=run_id, tool_call_id=tool_call_id).update(
         **_claim_values(now)
@@ -59,6 +109,116 @@ def claim_invocation(run_id: str, tool_call_id: str) -> ToolInvocation | None:
     if not claimed:
         return None
     return ToolInvocation.objects.select_related("run").get(run_id=run_id, tool_call_id=tool_call_id)
+
+
+def _columns(model: type[Model], alias: str) -> str:
+    return ", ".join(f'{alias}."{field.column}"' for field in model._meta.concrete_fields)
+
+
+def _load(model: type[Model], values: list) -> Model:
+    """A model instance from its columns as the cursor returned them, with
+    the fields' own conversions (JSON text → Python) applied as the ORM does."""
+    converted = []
+    for field, value in zip(model._meta.concrete_fields, values, strict=True):
+        for converter in field.get_db_converters(connection):
+            value = converter(value, field.get_col(model._meta.db_table), connection)
+        converted.append(value)
+    return model.from_db(connection.alias, [f.attname for f in model._meta.concrete_fields], converted)
+
+
+def _load_optional(model: type[Model], values: Iterator) -> Model | None:
+    """The next row of ``model`` from ``values``; None when a LEFT JOIN found none."""
+    columns = [next(values) for _ in model._meta.concrete_fields]
+    return None if columns[0] is None else _load(model, columns)
+
+
+def _claim_returning(step_model, key_field: str, key, run_id: str, *, with_message: bool):
+    """The Postgres claim: one statement that takes the lease and returns the
+    step with its run, the user's secrets and, for a turn, the user's message
+    (a tool call: its earlier calls of the same tool). A turn's claim also
+    marks the run running at this iteration where it is not yet (what
+    ``mark_run_running`` does), in a second CTE of the same statement."""
+    now = timezone.now()
+    expired = now - timedelta(seconds=settings.CHATFORGE_RUN_STALL_S)
+    step_table, run_table = step_model._meta.db_table, Run._meta.db_table
+    key_column = step_model._meta.get_field(key_field).column
+    selected = [_columns(step_model, "claimed"), _columns(Run, "r")]
+    joins = f'JOIN {run_table} r ON r."id" = claimed."run_id"'
+    unblocked = marking = ""
+    if with_message:
+        selected.append(_columns(Message, "m"))
+        joins += f' JOIN {Message._meta.db_table} m ON m."id" = r."user_message_id"'
+        if key == 0:  # a first turn waits while its run is blocked by an active one
+            unblocked = f"""AND NOT EXISTS (SELECT 1 FROM {run_table} w JOIN {run_table} b ON b."id" = w."blocked_by_id"
+                                             WHERE w."id" = %(run)s AND b."status" IN ('queued', 'running'))"""
+        marking = f""", marked AS (
+            UPDATE {run_table} SET "status" = 'running', "started_at" = COALESCE("started_at", %(now)s),
+                                   "iteration" = %(key)s, "heartbeat_at" = %(now)s
+            WHERE "id" = (SELECT "run_id" FROM claimed) AND "status" IN ('queued', 'running')
+              AND ("status" <> 'running' OR "iteration" <> %(key)s OR (SELECT "deliveries" FROM claimed) > 1)
+            RETURNING "id"
+        )"""
+        selected.append("(SELECT count(*) FROM marked)")
+        # The admin rows the run's model resolves to (chatforge/llm/routing.py).
+        model_table, provider_table = LanguageModel._meta.db_table, Provider._meta.db_table
+        selected += [_columns(LanguageModel, "lm"), _columns(Provider, "lp"), _columns(Provider, "pp")]
+        joins += f"""
+            LEFT JOIN ({model_table} lm JOIN {provider_table} lp ON lp."id" = lm."provider_id" AND lp."enabled")
+                   ON lm."name" = r."model" AND lm."enabled"
+            LEFT JOIN {provider_table} pp
+                   ON pp."name" = split_part(r."model", '/', 1) AND strpos(r."model", '/') > 0 AND pp."enabled"
+        """
+    selected.append(f"""(SELECT COALESCE(json_object_agg(s."name", s."ciphertext")::text, '{{}}')
+                         FROM {UserSecret._meta.db_table} s WHERE s."user_id" = r."user_id")""")
+    if not with_message:
+        selected.append(f"""(SELECT COALESCE(json_agg(e."arguments" ORDER BY e."iteration", e."position")::text, '[]')
+                             FROM {step_table} e
+                             WHERE e."run_id" = claimed."run_id" AND e."name" = claimed."name"
+                               AND (e."iteration" < claimed."iteration"
+                                    OR (e."iteration" = claimed."iteration" AND e."position" < claimed."position")))""")
+    sql = f"""
+        WITH claimed AS (
+            UPDATE {step_table} SET
+                "status" = 'running', "deliveries" = "deliveries" + 1,
+                "started_at" = COALESCE("started_at", %(now)s), "heartbeat_at" = %(now)s
+            WHERE "run_id" = %(run)s AND "{key_column}" = %(key)s {unblocked} AND (
+                "status" = 'pending'
+                OR ("status" = 'running' AND ("heartbeat_at" IS NULL OR "heartbeat_at" < %(expired)s)))
+            RETURNING *
+        ){marking}
+        SELECT {", ".join(selected)} FROM claimed {joins}
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"now": now, "expired": expired, "run": run_id, "key": key})
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values = iter(row)
+    step = _load(step_model, [next(values) for _ in step_model._meta.concrete_fields])
+    run = _load(Run, [next(values) for _ in Run._meta.concrete_fields])
+    marked = route = None
+    if with_message:
+        run.user_message = _load(Message, [next(values) for _ in Message._meta.concrete_fields])
+        marked = bool(next(values))
+        model_row = _load_optional(LanguageModel, values)
+        model_provider = _load_optional(Provider, values)
+        prefix_provider = _load_optional(Provider, values)
+        if model_row is not None:
+            model_row.provider = model_provider
+        rest = run.model.partition("/")[2]
+        route = RouteRows(model_row=model_row, prefix_provider=prefix_provider if model_row is None and rest else None)
+        if marked:  # the row as the statement left it
+            run.status, run.iteration, run.heartbeat_at = Run.Status.RUNNING, key, now
+            run.started_at = run.started_at or now
+    ciphertexts = json.loads(next(values))
+    step.run = run
+    step.claim_extras = ClaimExtras(
+        user_ciphertexts=ciphertexts,
+        earlier_arguments=None if with_message else json.loads(next(values)),
+        run_marked_running=marked,
+        route_rows=route,
+    )
+    return step
 
 
 def mark_run_running(run: Run, iteration: int) -> None:

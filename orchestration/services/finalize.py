@@ -9,13 +9,14 @@ import logging
 from enum import StrEnum
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
 
 from .. import dispatch, events
 from ..rounds import tool_rounds_from_ledger
-from .ledger import lock_run, ref
+from .ledger import ref
 
 logger = logging.getLogger(__name__)
 
@@ -58,11 +59,28 @@ def _publish_terminal(run: Run, message_id: str | None) -> None:
         events.run_cancelled(r, message_id=message_id)
 
 
+def _waiting_runs(run_id):
+    return Run.objects.filter(blocked_by_id=run_id, status=Run.Status.QUEUED)
+
+
+def _lock_run_for_finalize(run_id: str) -> Run | None:
+    """The run, locked, and whether runs wait behind it (double-texting), in
+    one statement: most runs have none, and then no second query is made."""
+    return (
+        Run.objects.select_for_update()
+        .annotate(has_waiting_runs=Exists(_waiting_runs(OuterRef("pk"))))
+        .filter(pk=run_id)
+        .first()
+    )
+
+
 def run_finalize(
     *, run_id: str, outcome: Outcome, error: str = "", partial_text: str = ""
 ) -> None:
-    with transaction.atomic():
-        run = lock_run(run_id)
+    # No savepoint when nested: a turn's answer is recorded and the run ended
+    # in one transaction (llm_turns._record), and a failure undoes both.
+    with transaction.atomic(savepoint=False):
+        run = _lock_run_for_finalize(run_id)
         if run is None:
             return
         if run.is_terminal:
@@ -103,8 +121,9 @@ def run_finalize(
         Conversation.objects.filter(pk=run.conversation_id).update(updated_at=now)
         _publish_terminal(run, str(message.id))
         # Runs posted while this one was active (double-texting) start now.
-        for waiting_id in Run.objects.filter(blocked_by=run, status=Run.Status.QUEUED).values_list("id", flat=True):
-            dispatch.llm_turn(str(waiting_id), 0)
+        if run.has_waiting_runs:
+            for waiting_id in _waiting_runs(run_id).values_list("id", flat=True):
+                dispatch.llm_turn(str(waiting_id), 0)
     logger.info("run %s ended: %s", run_id, outcome.value)
 
 

@@ -26,7 +26,7 @@ from ..providers import ProviderError, ResolvedModel, resolve
 from ..providers.base import ChatProvider, ReasoningDelta, TextDelta, ToolCall, TurnRequest, TurnResult
 from ..providers.retry_policy import policy_for
 from ..tooling import get_registry
-from .claims import claim_turn, mark_run_running, release_turn
+from .claims import claim_turn, extras_of, mark_run_running, release_turn
 from .cancel_watch import CHECK_INTERVAL_S, cancel_watch
 from .finalize import Outcome, run_finalize, step_must_stop
 from .heartbeat import step_lease
@@ -198,9 +198,11 @@ def _unique_calls(iteration: int, calls: list[ToolCall], used_ids: frozenset[str
 
 
 def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: TurnInput) -> bool | None:
-    """Write the finished turn; create and dispatch its tool calls.
-    Returns whether it asked for tools, or None if another delivery of the
-    same turn recorded it first (the conditional update decides)."""
+    """Write the finished turn; create and dispatch its tool calls, or, for
+    an answer without tool calls, end the run (finalize) in the same
+    transaction. Returns whether it asked for tools, or None if another
+    delivery of the same turn recorded it first (the conditional update
+    decides)."""
     run = turn.run
     calls = _unique_calls(turn.iteration, result.tool_calls, turn_input.used_call_ids) if turn.offered_tools else []
     now = timezone.now()
@@ -238,7 +240,12 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
             _emit_tool_call_events(run, invocations)
             for c in calls:
                 dispatch.tool_call(str(run.id), c.id)
-        Run.objects.filter(pk=run.pk).update(heartbeat_at=now)
+            # The round's fan-in counts down from here (tool_steps.py).
+            Run.objects.filter(pk=run.pk).update(heartbeat_at=now, pending_tool_calls=len(calls))
+        else:
+            # The answer: the run ends in the same transaction (one commit,
+            # no heartbeat write for a run that is ending).
+            run_finalize(run_id=str(run.id), outcome=Outcome.COMPLETED)
     return bool(calls)
 
 
@@ -253,13 +260,10 @@ def _after_done(turn: LlmTurn) -> None:
 
 
 def llm_turn_execute(*, run_id: str, iteration: int) -> None:
-    if iteration == 0 and Run.objects.filter(
-        pk=run_id, blocked_by__status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
-    ).exists():
-        return  # still waiting behind another run; its finalize dispatches this one
     turn = claim_turn(run_id, iteration)
     if turn is None:
-        # Completed (re-emit and move on), or a live delivery is running it.
+        # Completed (re-emit and move on), a live delivery is running it, or
+        # it waits behind another run (whose finalize sends it again).
         done = LlmTurn.objects.select_related("run").filter(run_id=run_id, iteration=iteration, status="completed").first()
         if done is not None and not done.run.is_terminal:
             _after_done(done)
@@ -291,7 +295,8 @@ def _run_claimed_turn(turn: LlmTurn) -> None:
             ),
         )
         return
-    if run.status != Run.Status.RUNNING or run.iteration != iteration or turn.deliveries > 1:
+    needs_marking = run.status != Run.Status.RUNNING or run.iteration != iteration or turn.deliveries > 1
+    if needs_marking and extras_of(turn).run_marked_running is None:  # not done by the claim (SQLite)
         mark_run_running(run, iteration)  # the fan-in already moved a running run here
     if iteration == 0:
         events.run_started(ref(run), message_id=str(run.user_message_id), first_delivery=turn.deliveries == 1)
@@ -299,7 +304,9 @@ def _run_claimed_turn(turn: LlmTurn) -> None:
 
     turn_input = input_for_turn(run, iteration, offer_tools=turn.offered_tools)
     try:
-        resolved = resolve(run.model, user_id=run.user_id)
+        extras = extras_of(turn)
+        resolved = resolve(run.model, user_id=run.user_id, user_ciphertexts=extras.user_ciphertexts,
+                           rows=extras.route_rows)
     except DatabaseError:
         raise
     except Exception as exc:
@@ -318,7 +325,7 @@ def _run_claimed_turn(turn: LlmTurn) -> None:
         if streamed.result is not None:
             # The answer is in hand: record it through a short outage rather than
             # hand the turn back, which would call the model again.
-            has_calls = retry_through_outage(
+            retry_through_outage(
                 lambda: _record(turn, streamed.result, streamed.provider_ms, turn_input),
                 what=f"run {run_id} turn {iteration}: recording the answer")
     if streamed.failure is not None:
@@ -329,5 +336,3 @@ def _run_claimed_turn(turn: LlmTurn) -> None:
     if streamed.result is None:
         run_finalize(run_id=run_id, outcome=Outcome.CANCELLED, partial_text=streamed.partial_text)
         return
-    if has_calls is False:
-        run_finalize(run_id=run_id, outcome=Outcome.COMPLETED)

@@ -10,6 +10,7 @@ from enum import StrEnum
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from chatforge.catalog.models import Assistant
@@ -103,15 +104,23 @@ def check_run_options(options: RunOptions) -> dict:
     return stored
 
 
-def _check_user_capacity(user: AbstractBaseUser) -> None:
+def _active_run_in(conversation: Conversation, user: AbstractBaseUser) -> Run | None:
+    """The conversation's active run (the newest), after checking the user's
+    cap on active runs, from one query of the user's active runs."""
+    active = list(
+        Run.objects.filter(user=user, status__in=ACTIVE).order_by("-created_at").values_list("id", "conversation_id")
+    )
     cap = settings.CHATFORGE_MAX_ACTIVE_RUNS_PER_USER
-    active = Run.objects.filter(user=user, status__in=ACTIVE).count()
-    if active >= cap:
+    if len(active) >= cap:
         raise TooManyActiveRuns(
-            f"You have {active} runs in progress, the most allowed at once; wait for one to "
+            f"You have {len(active)} runs in progress, the most allowed at once; wait for one to "
             "finish or cancel one.",
-            details={"active_runs": active, "limit": cap},
+            details={"active_runs": len(active), "limit": cap},
         )
+    here = next((run_id for run_id, conversation_id in active if conversation_id == conversation.pk), None)
+    # Active runs of a conversation belong to its owner, so the user's own
+    # runs show them all; the row itself only when there is one.
+    return Run.objects.get(pk=here) if here is not None else None
 
 
 MAX_IDEMPOTENCY_KEY_CHARS = 255
@@ -196,17 +205,20 @@ def _run_create(
         )
     stored_options = check_run_options(options)
     model = options.model or stored_options.pop("assistant_model", "") or settings.CHATFORGE_DEFAULT_MODEL
-    _check_user_capacity(user)
+    now = timezone.now()
+    title = "" if conversation.title else content.strip().splitlines()[0][:80]
     with transaction.atomic():
-        # Posts to one conversation are decided one at a time.
-        Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+        # Posts to one conversation are decided one at a time: this UPDATE
+        # (its new activity time, and a title from the first message) locks
+        # the conversation's row until the transaction ends.
+        Conversation.objects.filter(pk=conversation.pk).update(
+            updated_at=now, title=Case(When(title="", then=Value(title)), default=F("title"))
+        )
         # A repeat that waited for the lock behind its first request sees its run now.
         replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
         if replay is not None:
             return replay
-        active = (
-            Run.objects.filter(conversation=conversation, status__in=ACTIVE).order_by("-created_at").first()
-        )
+        active = _active_run_in(conversation, user)
         if active is not None and on_active == OnActive.REJECT:
             raise RunActive(
                 f"This conversation has a run in progress ({active.id}). Wait for it, cancel it, or "
@@ -228,10 +240,6 @@ def _run_create(
             idempotency_key=idempotency_key,
         )
         LlmTurn.objects.create(run=run, iteration=0, offered_tools=stored_options["max_iterations"] > 0)
-        updates = {"updated_at": timezone.now()}
-        if not conversation.title:
-            updates["title"] = content.strip().splitlines()[0][:80]
-        Conversation.objects.filter(pk=conversation.pk).update(**updates)
         if active is None:
             dispatch.llm_turn(str(run.id), 0)
         elif on_active == OnActive.INTERRUPT:

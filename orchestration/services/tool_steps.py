@@ -2,21 +2,27 @@
 turns every failure into a result for the model), record the output, and —
 if it is the last call of its round to finish — start the next model turn.
 
-The fan-in is decided inside the transaction that records the output, with
-the run row locked: exactly one call of the round sees "no call left" while
-the run is still at this round's iteration, moves the run to the next
-iteration and creates the next turn's row, so the next turn is enqueued
-exactly once, even when the calls finish at the same instant on different
-hosts.
+The fan-in is decided inside the transaction that records the output, by
+one UPDATE of the run row that counts the round's pending calls down
+(``Run.pending_tool_calls``, set when the turn recorded its calls). The
+UPDATE locks the row until the transaction commits, and Postgres evaluates
+each waiting UPDATE against the row as the one before it left it, so
+exactly one call of the round takes the count to zero; in the same
+statement it moves the run to the next iteration, and then it creates the
+next turn's row, so the next turn is enqueued exactly once, even when the
+calls finish at the same instant on different hosts. Each call is counted
+once: only the delivery whose conditional UPDATE moved the call from
+``running`` to finished gets this far.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -26,10 +32,10 @@ from tools.executor import ToolResult, execute_tool
 from .. import dispatch, events
 from ..tool_context import tool_context_for
 from ..tooling import get_registry
-from .claims import claim_invocation
+from .claims import claim_invocation, extras_of
 from .finalize import Outcome, run_finalize, step_must_stop
 from .heartbeat import step_lease
-from .ledger import lock_run, ref
+from .ledger import ref
 
 logger = logging.getLogger(__name__)
 
@@ -69,11 +75,13 @@ def _repeat_result(inv: ToolInvocation) -> ToolResult | None:
     """An error result when the model keeps calling the same tool with the
     same arguments (seed 002's circular-call detection); None otherwise."""
     limit = settings.CHATFORGE_TOOL_REPEAT_LIMIT
-    earlier = ToolInvocation.objects.filter(run_id=inv.run_id, name=inv.name).filter(
-        Q(iteration__lt=inv.iteration) | Q(iteration=inv.iteration, position__lt=inv.position)
-    )
+    earlier = extras_of(inv).earlier_arguments  # read by the claim on Postgres
+    if earlier is None:
+        earlier = ToolInvocation.objects.filter(run_id=inv.run_id, name=inv.name).filter(
+            Q(iteration__lt=inv.iteration) | Q(iteration=inv.iteration, position__lt=inv.position)
+        ).values_list("arguments", flat=True)
     mine = _normalized(inv.arguments)
-    repeats = sum(1 for args in earlier.values_list("arguments", flat=True) if _normalized(args) == mine)
+    repeats = sum(1 for args in earlier if _normalized(args) == mine)
     if repeats < limit:
         return None
     logger.warning("run %s: tool %s called again with the same arguments (%s earlier calls)", inv.run_id, inv.name, repeats)
@@ -86,15 +94,10 @@ def _repeat_result(inv: ToolInvocation) -> ToolResult | None:
 
 
 def _complete(inv: ToolInvocation, result: ToolResult) -> None:
-    """Record the output, then decide the fan-in under the run's lock.
-
-    The output is written before the run lock is taken so that parallel
-    calls hold the lock only for the decision. That is still exact under READ
-    COMMITTED: once a completion holds the lock, every other completion that
-    held it before has committed its output, so the check below sees it.
-    """
+    """Record the output and count the call off its round, in one transaction."""
     output = result.output_text()
     now = timezone.now()
+    run = inv.run
     with transaction.atomic():
         recorded = ToolInvocation.objects.filter(pk=inv.pk, status="running").update(
             status=result.status,
@@ -107,9 +110,10 @@ def _complete(inv: ToolInvocation, result: ToolResult) -> None:
         )
         if not recorded:
             return  # a parallel delivery recorded it first
-        run = lock_run(str(inv.run_id))
-        if run is None or run.is_terminal:
-            return
+        counted = _count_off(str(inv.run_id), inv.iteration, now)
+        if counted is None:
+            return  # the run has ended (or left this round)
+        pending, iteration, cancel_requested = counted
         events.tool_output(
             ref(run),
             tool_call_id=inv.tool_call_id,
@@ -118,30 +122,46 @@ def _complete(inv: ToolInvocation, result: ToolResult) -> None:
             status=result.status,
             execution_time_ms=result.execution_time_ms,
         )
-        run.heartbeat_at = now
-        _fan_in(run, inv.iteration)
-        run.save(update_fields=["heartbeat_at", "iteration"])
+        if pending > 0:
+            return  # other calls of the round are still running
+        if cancel_requested:
+            transaction.on_commit(lambda: run_finalize(run_id=str(run.id), outcome=Outcome.CANCELLED))
+            return
+        cap = run.options.get("max_iterations", settings.CHATFORGE_MAX_ITERATIONS)
+        LlmTurn.objects.create(run_id=run.id, iteration=iteration, offered_tools=iteration < cap)
+        dispatch.llm_turn(str(run.id), iteration)
 
 
-def _fan_in(run: Run, iteration: int) -> None:
-    """Called with the run row locked, after recording one output."""
-    if run.iteration != iteration:
-        return  # the round was already closed by another call
-    pending = (
-        ToolInvocation.objects.filter(run=run, iteration=iteration)
-        .exclude(status__in=ToolInvocation.FINISHED)
-        .exists()
-    )
-    if pending:
-        return
-    if run.cancel_requested:
-        transaction.on_commit(lambda: run_finalize(run_id=str(run.id), outcome=Outcome.CANCELLED))
-        return
-    next_iteration = iteration + 1
-    cap = run.options.get("max_iterations", settings.CHATFORGE_MAX_ITERATIONS)
-    LlmTurn.objects.create(run=run, iteration=next_iteration, offered_tools=next_iteration < cap)
-    run.iteration = next_iteration
-    dispatch.llm_turn(str(run.id), next_iteration)
+# One statement: count the call off, and if it was the round's last (and
+# the run was not asked to stop) move the run to the next iteration. SET
+# expressions read the row as it was, so "pending_tool_calls <= 1" means
+# "this call is the last". RETURNING needs SQLite 3.35+ in embedded mode.
+_COUNT_OFF_SQL = f"""
+UPDATE {Run._meta.db_table}
+SET pending_tool_calls = pending_tool_calls - 1,
+    heartbeat_at = %s,
+    iteration = CASE WHEN pending_tool_calls <= 1 AND NOT cancel_requested
+                     THEN iteration + 1 ELSE iteration END
+WHERE id = %s AND iteration = %s AND status IN ('queued', 'running')
+RETURNING pending_tool_calls, iteration, cancel_requested
+"""
+
+
+def _count_off(run_id: str, iteration: int, now) -> tuple[int, int, bool] | None:
+    """(calls still pending, the run's iteration now, cancel requested), or
+    None when the run has ended or is no longer at this round."""
+    params = [
+        Run._meta.get_field("heartbeat_at").get_db_prep_value(now, connection),
+        Run._meta.pk.get_db_prep_value(uuid.UUID(run_id), connection),
+        iteration,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNT_OFF_SQL, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    pending, new_iteration, cancel_requested = row
+    return int(pending), int(new_iteration), bool(cancel_requested)
 
 
 def _record_failed_attempt(run: Run, inv: ToolInvocation, attempt: int, error: str) -> None:
@@ -165,7 +185,8 @@ def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
                 get_registry(),
                 inv.name,
                 inv.arguments,
-                context=tool_context_for(user_id=run.user_id, run_id=run_id, tool_call_id=inv.tool_call_id),
+                context=tool_context_for(user_id=run.user_id, run_id=run_id, tool_call_id=inv.tool_call_id,
+                                         user_ciphertexts=extras_of(inv).user_ciphertexts),
                 on_retry=lambda attempt, error: _record_failed_attempt(run, inv, attempt, error),
             )
     _complete(inv, result)

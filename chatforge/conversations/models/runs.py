@@ -39,6 +39,11 @@ class Run(models.Model):
     model = models.CharField(max_length=200)
     # The LLM turn the run is at (0-based). Tool rounds happen between turns.
     iteration = models.IntegerField(default=0)
+    # Tool calls of the current round not yet recorded. Set when a turn
+    # records its calls; each recorded call takes one off in a single
+    # UPDATE, and the one that takes it to 0 starts the next turn (the
+    # fan-in: orchestration/services/tool_steps.py).
+    pending_tool_calls = models.IntegerField(default=0)
     # Request options: tools (names), max_iterations, reasoning_effort, ...
     options = models.JSONField(default=dict, blank=True)
     cancel_requested = models.BooleanField(default=False)
