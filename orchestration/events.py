@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import transaction
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from . import commit_batch
 from .event_log import get_event_log
+from .event_log.base import PendingAppend
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,10 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _event(ref: RunRef, type_: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"type": type_, "run_id": ref.run_id, "conversation_id": ref.conversation_id, "ts": _now(), "data": data}
+
+
 def _publish(
     ref: RunRef,
     type_: str,
@@ -53,13 +58,7 @@ def _publish(
     terminal: bool = False,
     starts_log: bool = False,
 ) -> int | None:
-    event = {
-        "type": type_,
-        "run_id": ref.run_id,
-        "conversation_id": ref.conversation_id,
-        "ts": _now(),
-        "data": data,
-    }
+    event = _event(ref, type_, data)
     try:
         return get_event_log().append(ref.run_id, event, dedupe_key=dedupe_key, terminal=terminal,
                                       starts_log=starts_log)
@@ -79,8 +78,13 @@ def _publish_best_effort(ref: RunRef, type_: str, data: dict[str, Any], **kwargs
         logger.error("run %s: %s event not published: %s", ref.run_id, type_, exc)
 
 
-def _publish_on_commit(ref: RunRef, type_: str, data: dict[str, Any], **kwargs: Any) -> None:
-    transaction.on_commit(lambda: _publish_best_effort(ref, type_, data, **kwargs))
+def _publish_on_commit(ref: RunRef, type_: str, data: dict[str, Any], *, dedupe_key: str | None = None,
+                       terminal: bool = False) -> None:
+    """After the transaction commits, with the transaction's other events in
+    one round trip (``commit_batch.py``)."""
+    commit_batch.publish_on_commit(
+        PendingAppend(run_id=ref.run_id, event=_event(ref, type_, data), dedupe_key=dedupe_key, terminal=terminal)
+    )
 
 
 def run_started(ref: RunRef, *, message_id: str, first_delivery: bool = False) -> None:

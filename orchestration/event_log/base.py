@@ -19,7 +19,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -41,6 +41,16 @@ class LogInfo:
     ended: bool = False  # the terminal event was appended
 
 
+@dataclass(frozen=True)
+class PendingAppend:
+    """One append of a batch (``EventLog.append_many``)."""
+
+    run_id: str
+    event: Event
+    dedupe_key: str | None = None
+    terminal: bool = False
+
+
 class EventLog(Protocol):
     def append(
         self,
@@ -55,6 +65,11 @@ class EventLog(Protocol):
         was dropped (duplicate key, or the run's log is already closed).
         ``starts_log``: the caller knows this is the run's first event, so a
         missing log starts at seq 1 without asking the fresh-log policy."""
+        ...
+
+    def append_many(self, appends: Sequence[PendingAppend]) -> list[int | None]:
+        """``append`` of each, in order, in one round trip where the backend
+        can (the events one transaction published); their seqs."""
         ...
 
     def read(self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500) -> list[Event]:

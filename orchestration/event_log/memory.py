@@ -12,9 +12,10 @@ import asyncio
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .base import Event, FreshLogPolicy, LogInfo
+from .base import Event, FreshLogPolicy, LogInfo, PendingAppend
 
 
 @dataclass
@@ -58,6 +59,9 @@ class InMemoryEventLog:
             log.ended = terminal
             self._changed.notify_all()
             return seq
+
+    def append_many(self, appends: Sequence[PendingAppend]) -> list[int | None]:
+        return [self.append(a.run_id, a.event, dedupe_key=a.dedupe_key, terminal=a.terminal) for a in appends]
 
     def read(self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500) -> list[Event]:
         with self._changed:

@@ -19,11 +19,12 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
+from collections.abc import Sequence
 
 import redis
 import redis.asyncio as aioredis
 
-from .base import Event, FreshLogPolicy, LogInfo
+from .base import Event, FreshLogPolicy, LogInfo, PendingAppend
 
 # KEYS: events stream, seq counter, dedupe set, terminal marker.
 # ARGV: event json, dedupe key, terminal flag, max len, active ttl, ended ttl,
@@ -117,11 +118,8 @@ class RedisStreamEventLog:
             weakref.WeakKeyDictionary()
         )
 
-    def append(
-        self, run_id: str, event: Event, *, dedupe_key: str | None = None, terminal: bool = False,
-        starts_log: bool = False,
-    ) -> int | None:
-        args = [
+    def _args(self, event: Event, dedupe_key: str | None, terminal: bool) -> list:
+        return [
             json.dumps(event, separators=(",", ":"), ensure_ascii=False),
             dedupe_key or "",
             "1" if terminal else "0",
@@ -129,13 +127,36 @@ class RedisStreamEventLog:
             self._active_ttl_s,
             self._ended_ttl_s,
         ]
+
+    def _append_to_missing_log(self, run_id: str, event: Event, args: list) -> int:
+        """The log is missing: it may start at 1 or must continue above a floor."""
+        mode = "fresh" if self._may_start_fresh(run_id, event) else "restart"
+        return int(self._append(keys=_keys(run_id), args=[*args, mode]))
+
+    def append(
+        self, run_id: str, event: Event, *, dedupe_key: str | None = None, terminal: bool = False,
+        starts_log: bool = False,
+    ) -> int | None:
+        args = self._args(event, dedupe_key, terminal)
         # A run's first event creates its log in one call; any other append
         # to a missing log asks the policy first (the log may have been lost).
         seq = int(self._append(keys=_keys(run_id), args=[*args, "fresh" if starts_log else ""]))
         if seq == _LOG_MISSING:
-            mode = "fresh" if self._may_start_fresh(run_id, event) else "restart"
-            seq = int(self._append(keys=_keys(run_id), args=[*args, mode]))
+            seq = self._append_to_missing_log(run_id, event, args)
         return seq if seq > 0 else None
+
+    def append_many(self, appends: Sequence[PendingAppend]) -> list[int | None]:
+        """One pipeline of the append script; an append that found its log
+        missing is done again on its own, after the policy answered."""
+        pipe = self._client.pipeline(transaction=False)
+        args = [self._args(a.event, a.dedupe_key, a.terminal) for a in appends]
+        for append, arg in zip(appends, args, strict=True):
+            self._append(keys=_keys(append.run_id), args=[*arg, ""], client=pipe)
+        seqs = [int(seq) for seq in pipe.execute()]
+        for i, seq in enumerate(seqs):
+            if seq == _LOG_MISSING:
+                seqs[i] = self._append_to_missing_log(appends[i].run_id, appends[i].event, args[i])
+        return [seq if seq > 0 else None for seq in seqs]
 
     def read(self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500) -> list[Event]:
         stream = _keys(run_id)[0]
