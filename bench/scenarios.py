@@ -1,11 +1,21 @@
 """The scripted conversations the benchmark runs, and the same conversation
 as a plain in-process loop (the baseline: provider + tools, no Celery, no
-database, no events)."""
+database, no events).
+
+Every tool call is ``slow_sleep`` (``tests/support/tools.py``). In the
+scenarios compared end to end the calls sleep ``TOOL_MS`` = 0 ms, so
+whatever a run takes beyond the model's time is the engine's; the model
+(the fake OpenAI server) answers each turn ``LLM_LATENCY_S`` after the
+request arrives. Identical calls in one run would trip the engine's
+repeated-call check (``CHATFORGE_TOOL_REPEAT_LIMIT``), which the benchmark
+raises so that every call runs (the check itself still runs).
+"""
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from orchestration.providers.base import ChatMessage, TurnRequest, TurnResult
 from orchestration.providers.openai_compat import OpenAICompatibleProvider
@@ -15,7 +25,7 @@ from tools.executor import execute_tool
 from tools.registry import ToolRegistry
 
 LLM_LATENCY_S = 0.2
-TOOL_MS = 50
+TOOL_MS = 0
 PARALLEL_TOOL_MS = 200
 PARALLEL_CALLS = 5
 
@@ -24,21 +34,53 @@ def sleep_call(ms: int) -> tuple[str, dict]:
     return ("slow_sleep", {"ms": ms})
 
 
-def three_rounds() -> list[Reply]:
-    """3 tool rounds with 4 calls (2 parallel, then 1, then 1), then an answer."""
-    return [
-        Reply(text="Working.", tool_calls=[sleep_call(TOOL_MS), sleep_call(TOOL_MS)], delay_s=LLM_LATENCY_S),
-        Reply(tool_calls=[sleep_call(TOOL_MS)], delay_s=LLM_LATENCY_S),
-        Reply(tool_calls=[sleep_call(TOOL_MS)], delay_s=LLM_LATENCY_S),
-        Reply(text="All done after three rounds.", delay_s=LLM_LATENCY_S),
-    ]
+@dataclass(frozen=True)
+class Scenario:
+    name: str  # also the fake model's name
+    label: str
+    rounds: int  # tool rounds
+    calls: int  # tool calls per round
+    replies: tuple[Reply, ...]
+
+    @property
+    def turns(self) -> int:
+        return self.rounds + 1
+
+    @property
+    def steps(self) -> int:
+        """Ledger rows: model turns and tool calls."""
+        return self.turns + self.rounds * self.calls
 
 
-def parallel_round() -> list[Reply]:
-    return [
-        Reply(tool_calls=[sleep_call(PARALLEL_TOOL_MS)] * PARALLEL_CALLS, delay_s=LLM_LATENCY_S),
-        Reply(text="Five naps taken.", delay_s=LLM_LATENCY_S),
-    ]
+def tool_rounds(rounds: int, calls: int = 1, *, tool_ms: int = TOOL_MS, latency_s: float = LLM_LATENCY_S,
+                name: str | None = None) -> Scenario:
+    """``rounds`` tool rounds of ``calls`` parallel calls each, then an answer."""
+    replies = [Reply(text="Working." if i == 0 else "", tool_calls=[sleep_call(tool_ms)] * calls,
+                     delay_s=latency_s) for i in range(rounds)]
+    replies.append(Reply(text=f"Done after {rounds} tool rounds.", delay_s=latency_s))
+    if rounds == 0:
+        label = "0 tool rounds"
+    elif calls == 1:
+        label = f"{rounds} tool round{'s' if rounds > 1 else ''}, 1 call each"
+    else:
+        label = f"1 round of {calls} parallel calls" if rounds == 1 else f"{rounds} rounds of {calls} calls"
+    return Scenario(name=name or f"bench-r{rounds}x{calls}", label=label, rounds=rounds, calls=calls,
+                    replies=tuple(replies))
+
+
+def end_to_end_scenarios() -> list[Scenario]:
+    """0, 1, 2, 3 rounds of one call; one round of 2, 3, 4, 5 parallel calls."""
+    return [tool_rounds(k) for k in range(4)] + [tool_rounds(1, n) for n in range(2, PARALLEL_CALLS + 1)]
+
+
+def parallel_round() -> Scenario:
+    """One round of 5 parallel calls of 200 ms (the parallel-round figure)."""
+    return tool_rounds(1, PARALLEL_CALLS, tool_ms=PARALLEL_TOOL_MS, name="bench-parallel-200ms")
+
+
+def instant(rounds: int) -> Scenario:
+    """Saturation: the model answers at once, tools take 0 ms."""
+    return tool_rounds(rounds, latency_s=0.0, name=f"bench-instant-r{rounds}")
 
 
 def run_in_process(provider: OpenAICompatibleProvider, registry: ToolRegistry, model: str, content: str) -> float:
@@ -61,4 +103,4 @@ def run_in_process(provider: OpenAICompatibleProvider, registry: ToolRegistry, m
             }]))
 
 
-__all__ = ["run_in_process", "three_rounds", "parallel_round"]
+__all__ = ["Scenario", "end_to_end_scenarios", "instant", "parallel_round", "run_in_process", "tool_rounds"]
