@@ -255,7 +255,8 @@ def count_monitor(lines: Iterable[str], *, pipeline_gap_s: float = 40e-6) -> dic
 
 class Monitor:
     """``redis-cli monitor`` on a server, written to a file (another process,
-    so the benchmark's own interpreter does not parse anything meanwhile)."""
+    so the benchmark's own interpreter does not parse anything meanwhile);
+    ``stop`` returns its lines and removes the file."""
 
     def __init__(self, port: int, path: Path) -> None:
         self.port = port
@@ -275,7 +276,9 @@ class Monitor:
             self._popen.wait(10)
         if self._out is not None:
             self._out.close()
-        return self.path.read_text(errors="replace").splitlines()
+        lines = self.path.read_text(errors="replace").splitlines()
+        self.path.unlink(missing_ok=True)  # megabytes per run
+        return lines
 
 
 def _process_tree(pid: int, children: dict[int, list[int]]) -> list[int]:
