@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import redis
 import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError
 
 from .base import Event, FreshLogPolicy, LogInfo, PendingAppend
 
@@ -146,16 +147,27 @@ class RedisStreamEventLog:
         return seq if seq > 0 else None
 
     def append_many(self, appends: Sequence[PendingAppend]) -> list[int | None]:
-        """One pipeline of the append script; an append that found its log
-        missing is done again on its own, after the policy answered."""
+        """One pipeline of ``EVALSHA`` of the append script. Not through
+        redis-py's pipelined ``Script``, which asks ``SCRIPT EXISTS`` before
+        every pipeline (a second round trip each time): an append the server
+        refused because it does not know the script (Redis restarted) and an
+        append that found its log missing are done again on their own."""
         pipe = self._client.pipeline(transaction=False)
         args = [self._args(a.event, a.dedupe_key, a.terminal) for a in appends]
         for append, arg in zip(appends, args, strict=True):
-            self._append(keys=_keys(append.run_id), args=[*arg, ""], client=pipe)
-        seqs = [int(seq) for seq in pipe.execute()]
-        for i, seq in enumerate(seqs):
+            keys = _keys(append.run_id)
+            pipe.evalsha(self._append.sha, len(keys), *keys, *arg, "")
+        replies = pipe.execute(raise_on_error=False)
+        seqs: list[int] = []
+        for append, arg, reply in zip(appends, args, replies, strict=True):
+            if isinstance(reply, NoScriptError):
+                reply = self._append(keys=_keys(append.run_id), args=[*arg, ""])  # loads the script
+            elif isinstance(reply, Exception):
+                raise reply
+            seq = int(reply)
             if seq == _LOG_MISSING:
-                seqs[i] = self._append_to_missing_log(appends[i].run_id, appends[i].event, args[i])
+                seq = self._append_to_missing_log(append.run_id, append.event, arg)
+            seqs.append(seq)
         return [seq if seq > 0 else None for seq in seqs]
 
     def read(self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500) -> list[Event]:

@@ -93,3 +93,26 @@ def test_a_duplicate_in_a_batch_is_dropped_by_its_dedupe_key(log_calls):
         tool_call(ref, 0)
         tool_call(ref, 0)
     assert [e["data"]["id"] for e in log.read(ref.run_id, after=0)] == ["c0"]
+
+
+def test_a_batch_after_the_script_was_flushed_is_still_appended(settings):
+    """Redis restarted (its script cache empty) between two batches; on a
+    private redis-server, so the machine's shared one is not touched."""
+    from tests.support.private_services import private_redis
+
+    with private_redis() as server:
+        settings.CHATFORGE_EVENT_LOG = "redis"
+        settings.CHATFORGE_EVENT_LOG_REDIS_URL = server.url(0)
+        reset_event_log()
+        try:
+            log = get_event_log()
+            ref = new_ref()
+            with transaction.atomic():
+                tool_call(ref, 0)
+            server.client().script_flush()
+            with transaction.atomic():
+                tool_call(ref, 1)
+                tool_call(ref, 2)
+            assert [e["data"]["id"] for e in log.read(ref.run_id, after=0)] == ["c0", "c1", "c2"]
+        finally:
+            reset_event_log()
