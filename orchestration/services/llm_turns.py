@@ -28,6 +28,7 @@ from ..providers.retry_policy import policy_for
 from ..tooling import get_registry
 from .claims import claim_turn, extras_of, mark_run_running, release_turn
 from .cancel_watch import CHECK_INTERVAL_S, cancel_watch
+from .delta_coalescer import coalescer_for
 from .finalize import Outcome, run_finalize, step_must_stop
 from .heartbeat import step_lease
 from .ledger import ref
@@ -61,6 +62,13 @@ def _emit_tool_call_events(run: Run, invocations: list[ToolInvocation]) -> None:
         )
 
 
+def _delta_publisher(r: events.RunRef):
+    def publish(kind: str, text: str) -> None:
+        (events.content_delta if kind == "content" else events.reasoning_delta)(r, text=text)
+
+    return publish
+
+
 def _stream(run: Run, provider: ChatProvider, request: TurnRequest) -> _Streamed:
     """Call the model once, publishing deltas as they arrive. Provider failures
     and unexpected adapter errors end in a ``_Streamed`` with ``failure`` set
@@ -74,20 +82,21 @@ def _stream(run: Run, provider: ChatProvider, request: TurnRequest) -> _Streamed
     failure: ProviderError | None = None
     cancelled = False
     try:
-        for item in stream:
-            if isinstance(item, TextDelta):
-                if item.text:
-                    parts.append(item.text)
-                    events.content_delta(r, text=item.text)
-            elif isinstance(item, ReasoningDelta):
-                events.reasoning_delta(r, text=item.text)
-            elif isinstance(item, TurnResult):
-                result = item
-            if time.monotonic() >= next_check:
-                next_check = time.monotonic() + _CHECK_INTERVAL_S
-                if cancel_watch.should_stop(str(run.id)):
-                    result, cancelled = None, True
-                    break
+        with coalescer_for(_delta_publisher(r), window_ms=settings.CHATFORGE_DELTA_COALESCE_MS) as deltas:
+            for item in stream:
+                if isinstance(item, TextDelta):
+                    if item.text:
+                        parts.append(item.text)
+                        deltas.add("content", item.text)
+                elif isinstance(item, ReasoningDelta):
+                    deltas.add("reasoning", item.text)
+                elif isinstance(item, TurnResult):
+                    result = item
+                if time.monotonic() >= next_check:
+                    next_check = time.monotonic() + _CHECK_INTERVAL_S
+                    if cancel_watch.should_stop(str(run.id)):
+                        result, cancelled = None, True
+                        break
     except ProviderError as exc:
         result, failure = None, exc
     except (DatabaseError, events.EventLogUnavailable):
