@@ -18,7 +18,7 @@ from typing import Any, assert_never
 
 import openai
 
-from orchestration.providers._openai_client import openai_client
+from orchestration.providers._openai_client import as_built_body, openai_client
 from orchestration.providers._openai_errors import (
     default_where,
     protocol_error,
@@ -90,7 +90,7 @@ class OpenAICompatibleProvider:
             return
         deadline = time.monotonic() + self.timeout_s
         try:
-            stream = self._client.chat.completions.create(**request_params(request))
+            stream = self._client.chat.completions.create(messages=[], **as_built_body(request_params(request)))
         except openai.OpenAIError as exc:
             raise self._error(exc, request) from exc
         state = _TurnState()
@@ -117,7 +117,9 @@ class OpenAICompatibleProvider:
         params = {**request_params(request), "stream": False}
         params.pop("stream_options")
         try:
-            completion = self._client.chat.completions.create(**params, timeout=self._whole_response_timeout)
+            completion = self._client.chat.completions.create(
+                messages=[], **as_built_body(params), timeout=self._whole_response_timeout
+            )
         except openai.OpenAIError as exc:
             raise self._error(exc, request) from exc
         except ValueError as exc:

@@ -595,3 +595,14 @@ def test_verbosity_passes_through(server: FakeOpenAIServer) -> None:
 
     body = server.requests[-1]
     assert (body["verbosity"], body["reasoning_effort"]) == ("low", "minimal")
+
+
+def test_the_request_body_is_exactly_the_built_parameters(server: FakeOpenAIServer) -> None:
+    """The parameters reach the server as built: the SDK's typed transform is
+    skipped (orchestration/providers/_openai_client.py) without changing them."""
+    from orchestration.providers.openai_compat import request_params
+
+    server.add_script(MODEL, [Reply(text="ok"), Reply(text="ok")])
+    request = ask("Weather?", tools=TOOLS, options={"temperature": 0.5, "max_tokens": 30})
+    collect(provider(server).stream_turn(request))
+    assert server.requests[-1] == request_params(request)
