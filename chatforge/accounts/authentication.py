@@ -5,7 +5,8 @@ from __future__ import annotations
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from .tokens import user_for_token
+from .auth_failures import TooManyFailures, client_of_request
+from .tokens import authenticate_token
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -21,7 +22,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         token = token.strip()
         if not token:
             raise exceptions.AuthenticationFailed("The Authorization header has no token after 'Bearer'.")
-        user = user_for_token(token)
+        try:
+            user = authenticate_token(token, client=client_of_request(request))
+        except TooManyFailures as exc:
+            raise exceptions.Throttled(wait=exc.retry_after_s, detail=str(exc)) from None
         if user is None:
             raise exceptions.AuthenticationFailed(
                 "The API token is invalid or revoked. Create a new one in your settings."

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from .auth_failures import record_auth_failure
 from .models import ApiToken
 
 TOKEN_PREFIX = "cf_"
@@ -87,3 +88,13 @@ def user_for_token(plaintext: str) -> AbstractBaseUser | None:
     if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token.user
+
+
+def authenticate_token(plaintext: str, *, client: str | None) -> AbstractBaseUser | None:
+    """``user_for_token`` for a request from ``client``: a failure is counted,
+    and raises ``TooManyFailures`` once the client has failed too often
+    (``chatforge.accounts.auth_failures``)."""
+    user = user_for_token(plaintext)
+    if user is None:
+        record_auth_failure(client=client)
+    return user

@@ -10,3 +10,4 @@ from .engine import *  # noqa: F401,F403
 from .logging import *  # noqa: F401,F403
 from .tools import *  # noqa: F401,F403
 from .secrets import *  # noqa: F401,F403
+from .security import *  # noqa: F401,F403

@@ -76,6 +76,11 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Content-Security-Policy on every response (chatforge/settings/security.py).
+    "chatforge.web.content_security_policy.CSPMiddleware",
+    # A client that failed to sign in too often is refused before its next
+    # password is checked (429 + Retry-After; docs/security.md).
+    "chatforge.accounts.middleware.SignInThrottleMiddleware",
 ]
 
 ROOT_URLCONF = "chatforge.urls"

@@ -47,6 +47,11 @@ class ScriptedServer:
         self._requests: list[Any] = []
         self._headers: list[dict[str, str]] = []
         self._disconnects = 0
+        # reset() starts a new generation; a request records the generation it
+        # began in (per handler thread), so a stream of an earlier test that is
+        # abandoned after the reset is not counted against the next test.
+        self._generation = 0
+        self._request_generation = threading.local()
         self._httpd: ScriptedHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -105,6 +110,7 @@ class ScriptedServer:
             self._requests.clear()
             self._headers.clear()
             self._disconnects = 0
+            self._generation += 1
             self._reset_more()
 
     def _reset_more(self) -> None:
@@ -133,13 +139,15 @@ class ScriptedServer:
 
     def _record(self, entry: Any, headers: dict[str, str] | None = None) -> None:
         with self._lock:
+            self._request_generation.value = self._generation
             self._requests.append(copy.deepcopy(entry))
             if headers is not None:
                 self._headers.append(headers)
 
     def _note_disconnect(self) -> None:
         with self._lock:
-            self._disconnects += 1
+            if getattr(self._request_generation, "value", self._generation) == self._generation:
+                self._disconnects += 1
 
     def _scripted_reply(self, model: str, body: dict[str, Any], exhausted: Callable[[int], Any]) -> Any:
         """The scripted reply for ``model``, ``exhausted(round)`` past the end
