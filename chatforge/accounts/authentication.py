@@ -9,6 +9,15 @@ from .auth_failures import TooManyFailures, client_of_request
 from .tokens import authenticate_token
 
 
+class AuthenticationThrottled(exceptions.Throttled):
+    """429 for a client that failed authentication too often. It carries its
+    own sentence: the API's error handler would otherwise speak of messages."""
+
+    def __init__(self, failure: TooManyFailures) -> None:
+        super().__init__(wait=failure.retry_after_s, detail=str(failure))
+        self.message = str(failure)
+
+
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
@@ -25,7 +34,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         try:
             user = authenticate_token(token, client=client_of_request(request))
         except TooManyFailures as exc:
-            raise exceptions.Throttled(wait=exc.retry_after_s, detail=str(exc)) from None
+            raise AuthenticationThrottled(exc) from None
         if user is None:
             raise exceptions.AuthenticationFailed(
                 "The API token is invalid or revoked. Create a new one in your settings."

@@ -91,11 +91,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.Throttled):
         response = drf_exception_handler(exc, context)
         wait = int(exc.wait) if exc.wait is not None else None
-        response.data = error_body(
-            "throttled",
-            "Too many messages; wait " + (f"{wait} s" if wait is not None else "a moment") + " and send again.",
-            {"retry_after_s": wait},
+        # Throttles that know their reason say it (authentication failures);
+        # DRF's own throttles here only ever limit posting messages.
+        message = getattr(exc, "message", None) or (
+            "Too many messages; wait " + (f"{wait} s" if wait is not None else "a moment") + " and send again."
         )
+        response.data = error_body("throttled", message, {"retry_after_s": wait})
         return response
     if isinstance(exc, ChatForgeError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)

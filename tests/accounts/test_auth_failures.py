@@ -42,6 +42,7 @@ def test_bad_tokens_are_answered_429_with_retry_after_once_over_the_limit(make_u
     response = _api_get(client, "cf_wrong-again", address)
     assert response.status_code == 429
     assert response.json()["error"]["code"] == "throttled"
+    assert response.json()["error"]["message"].startswith("Too many failed sign-in or token attempts")
     assert 0 < int(response["Retry-After"]) <= 600
     # Another address is not affected.
     assert _api_get(client, "cf_wrong", next(_addresses)).status_code == 401
