@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -12,7 +13,9 @@ from rest_framework.views import APIView
 from chatforge.api import schema
 from chatforge.api.errors import error_body
 from chatforge.llm.listing import model_list
-from chatforge.llm.validation import TestTimedOut, model_test_run
+from chatforge.llm.validation import TestTimedOut, may_record_validation, model_test_run
+
+from .throttles import MessagePostThrottle
 
 
 class ToolTestRequest(serializers.Serializer):
@@ -20,9 +23,18 @@ class ToolTestRequest(serializers.Serializer):
     model = serializers.CharField(max_length=200, required=False, allow_blank=True)
     tools = serializers.ListField(child=serializers.CharField(max_length=64), required=False, allow_null=True)
     timeout_s = serializers.FloatField(required=False, min_value=1, max_value=600, default=120)
+    record = serializers.BooleanField(
+        required=False, allow_null=True, default=None,
+        help_text="Count this test toward the model's shared validation status. Omitted: yes for staff, "
+                  "no for anyone else; true is for staff only (403 otherwise).",
+    )
 
 
 class ToolTestView(APIView):
+    # Each test starts a run: it is limited like posting a message (the same
+    # per-user rate, shared counts) and by the same active-run cap.
+    throttle_classes = [MessagePostThrottle]
+
     @extend_schema(request=ToolTestRequest, responses={200: dict, 504: dict},
                    examples=[schema.TOOL_TEST_REQUEST, schema.TOOL_TEST_RESULT])
     def post(self, request: Request) -> Response:
@@ -31,9 +43,16 @@ class ToolTestView(APIView):
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
         model = data.get("model") or settings.CHATFORGE_DEFAULT_MODEL
+        may_record = may_record_validation(request.user)
+        if data["record"] and not may_record:
+            raise PermissionDenied(
+                "Only staff may record a test toward a model's shared validation status; "
+                "send record=false or leave it out to test without recording."
+            )
+        record = may_record if data["record"] is None else data["record"]
         try:
             result = model_test_run(user=request.user, query=data["query"], model=model,
-                                    tools=data.get("tools"), timeout_s=data["timeout_s"])
+                                    tools=data.get("tools"), timeout_s=data["timeout_s"], record=record)
         except TestTimedOut as exc:
             return Response(
                 error_body("timeout", f"The test run did not finish within {data['timeout_s']:g} s; it keeps "

@@ -135,7 +135,7 @@ TOOL_TEST_RESULT = OpenApiExample(
            "error": "", "tool_calls": [{"iteration": 0, "name": "calculator", "arguments": "{\"expression\": \"6*7\"}",
                                         "status": "success", "result": "{\"expression\":\"6*7\",\"result\":42}",
                                         "execution_time_ms": 1}],
-           "answer": "42", "max_iterations_reached": False,
+           "answer": "42", "max_iterations_reached": False, "recorded": True,
            "validation": {"model": "gpt-4o", "tests": 5, "successes": 4, "success_rate": 0.8, "validated": True}},
     response_only=True,
     status_codes=["200"],

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from chatforge.api import schema
 from chatforge.catalog.catalog import get_catalog
 from chatforge.catalog.describe import tool_descriptions
+from chatforge.catalog.permissions import can_run_tools_by_hand
 from orchestration.tool_context import tool_context_for
 from tools.executor import execute_tool
 
@@ -36,6 +37,16 @@ class ToolResultSerializer(serializers.Serializer):
     execution_time_ms = serializers.IntegerField()
 
 
+class CanRunToolsByHand(permissions.BasePermission):
+    """The admin's rule for running a tool by hand (staff who may change tools)."""
+
+    message = ("Running a tool directly needs a staff account with permission to change tools "
+               "(catalog | tool definition | Can change).")
+
+    def has_permission(self, request: Request, view) -> bool:
+        return can_run_tools_by_hand(request.user)
+
+
 class ToolViewSet(viewsets.ViewSet):
     lookup_field = "name"
     lookup_value_regex = r"[a-zA-Z0-9_-]{1,64}"
@@ -46,7 +57,7 @@ class ToolViewSet(viewsets.ViewSet):
 
     @extend_schema(request=InvokeSerializer, responses=ToolResultSerializer,
                    examples=[schema.TOOL_INVOKE, schema.TOOL_RESULT])
-    @action(detail=True, methods=["post"], permission_classes=[permissions.IsAdminUser])
+    @action(detail=True, methods=["post"], permission_classes=[permissions.IsAuthenticated, CanRunToolsByHand])
     def invoke(self, request: Request, name: str) -> Response:
         payload = InvokeSerializer(data=request.data)
         payload.is_valid(raise_exception=True)

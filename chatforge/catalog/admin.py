@@ -29,6 +29,7 @@ from django.utils.html import format_html
 
 from .catalog import code_tools, get_catalog
 from .models import Assistant, ToolDefinition
+from .permissions import can_run_tools_by_hand
 from .tool_runs import (
     code_tool_unavailable_reason,
     find_runnable_tool,
@@ -170,7 +171,7 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
             "opts": self.opts,
             "title": "Code tools",
             "tools": tools,
-            "can_run": self.has_change_permission(request),
+            "can_run": can_run_tools_by_hand(request.user),
         }
         return TemplateResponse(request, "admin/catalog/tooldefinition/code_tools.html", context)
 
@@ -178,9 +179,10 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
         """Edit arguments (prefilled from the schema), run the tool, show the executor's result.
 
         Running needs the change permission: an HTTP tool may have effects
-        outside (POST, DELETE), so viewing tools is not enough.
+        outside (POST, DELETE), so viewing tools is not enough. The API's
+        invoke endpoint asks the same (``can_run_tools_by_hand``).
         """
-        if not self.has_change_permission(request):
+        if not can_run_tools_by_hand(request.user):
             raise PermissionDenied
         try:
             runnable = find_runnable_tool(tool_name)

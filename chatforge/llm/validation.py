@@ -1,6 +1,10 @@
 """Model validation (seed 002): run a tool-enabled chat with a model, report
 what it did, and record whether it used its tools well. A model is
-*validated* once at least 80 % of its tests succeeded."""
+*validated* once at least 80 % of its tests succeeded.
+
+The validation status is shared: every user's model list shows it. So only
+staff tests count toward it (``may_record_validation``); anyone else's test
+runs and is reported the same, but changes nothing others see."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 from django.db.models import Count, Q
 
 from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
@@ -55,6 +60,11 @@ def all_validation_statuses() -> dict[str, ValidationStatus]:
     return {r["model"]: ValidationStatus(r["model"], r["tests"], r["successes"]) for r in rows}
 
 
+def may_record_validation(user: AbstractBaseUser) -> bool:
+    """Whether ``user``'s tests may change the shared validation status."""
+    return bool(user.is_active and getattr(user, "is_staff", False))
+
+
 class TestTimedOut(Exception):
     def __init__(self, run: Run) -> None:
         super().__init__(f"run {run.id} did not finish in time")
@@ -77,16 +87,29 @@ def _wait_for_end(run: Run, timeout_s: float) -> None:
 
 
 def model_test_run(
-    *, user: AbstractBaseUser, query: str, model: str, tools: list[str] | None = None, timeout_s: float = 120.0
+    *,
+    user: AbstractBaseUser,
+    query: str,
+    model: str,
+    tools: list[str] | None = None,
+    timeout_s: float = 120.0,
+    record: bool = True,
 ) -> dict[str, Any]:
-    """Run the query as a tool-enabled chat and record the outcome.
+    """Run the query as a tool-enabled chat and, if ``record``, record the
+    outcome toward the model's validation status (the caller checks
+    ``may_record_validation``). The run counts toward the user's active-run
+    cap like any message (``run_start`` refuses beyond it).
 
     Success means: the run completed, the model called at least one tool,
     and every call ran without error (a model that answers without its
     tools, or with broken arguments, does not count as using them).
     """
-    conversation = Conversation.objects.create(user=user, title=f"{TEST_PROMPT_TITLE}: {query[:60]}")
-    run = run_start(user=user, conversation=conversation, content=query, options=RunOptions(model=model, tools=tools))
+    # One transaction: a run refused (active-run cap, unknown tool) leaves no
+    # empty conversation behind; the run is enqueued when it commits.
+    with transaction.atomic():
+        conversation = Conversation.objects.create(user=user, title=f"{TEST_PROMPT_TITLE}: {query[:60]}")
+        run = run_start(user=user, conversation=conversation, content=query,
+                        options=RunOptions(model=model, tools=tools))
     _wait_for_end(run, timeout_s)
     run.refresh_from_db()
     calls = list(ToolInvocation.objects.filter(run=run).order_by("iteration", "position"))
@@ -95,10 +118,11 @@ def model_test_run(
     error = run.error or ("" if calls else "The model did not call any tool.")
     if calls and not success and not run.error:
         error = "; ".join(f"{c.name}: {c.output[:200]}" for c in calls if c.status != "success")
-    ModelValidation.objects.create(
-        model=model, query=query, success=success, tool_calls=len(calls),
-        iterations=run.iteration + 1, error=error, run=run,
-    )
+    if record:
+        ModelValidation.objects.create(
+            model=model, query=query, success=success, tool_calls=len(calls),
+            iterations=run.iteration + 1, error=error, run=run,
+        )
     return {
         "model": model,
         "query": query,
@@ -113,5 +137,6 @@ def model_test_run(
         ],
         "answer": answer or "",
         "max_iterations_reached": run.max_iterations_reached,
+        "recorded": record,
         "validation": validation_status(model).as_dict(),
     }

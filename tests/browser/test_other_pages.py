@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 def test_tool_testing_page(page: Page, stack, log_in, browser_user, fake_model, fake_llm: FakeOpenAIServer,
                            screenshot):
-    browser_user("eve")
+    browser_user("eve", staff=True)  # only staff tests count toward the shared status
     model = fake_model("browser-validate", tool_then_answer("calculator", {"expression": "15/100*45"}, "The tip is $6.75."))
     log_in(page, "eve")
     page.click("text=Tool testing")
@@ -33,6 +33,7 @@ def test_tool_testing_page(page: Page, stack, log_in, browser_user, fake_model, 
     expect(page.locator("#result-answer")).to_have_text("The tip is $6.75.")
     expect(page.locator("#result-summary")).to_contain_text("success")
     expect(page.locator("#result-summary")).not_to_contain_text("Max iterations reached")
+    expect(page.locator("#result-recorded")).to_have_text("Recorded toward this model's validation status.")
     expect(page.locator("#validation-badge")).to_have_text("Tool calling: validated (1/1 tests, 100%)")
     screenshot(page, "tool-testing", full_page=True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
@@ -121,8 +122,14 @@ def test_tools_api(make_user, django_user_model):
     refused = client.post("/api/tools/echo/invoke/", {"arguments": {"text": "hi"}}, format="json")
     assert refused.status_code == 403 and refused.json()["error"]["message"]
 
+    # Staff without the admin's permission to change tools may not either:
+    # the API asks what the admin's "Run with arguments" page asks.
     user.is_staff = True
     user.save()
+    staff_only = client.post("/api/tools/calculator/invoke/", {"arguments": {"expression": "1"}}, format="json")
+    assert staff_only.status_code == 403 and "permission to change tools" in staff_only.json()["error"]["message"]
+
+    user.user_permissions.add(Permission.objects.get(codename="change_tooldefinition"))
     ok = client.post("/api/tools/calculator/invoke/", {"arguments": {"expression": "6*7"}}, format="json").json()
     assert ok["success"] is True and ok["result"]["result"] == 42 and ok["tool_name"] == "calculator"
     assert isinstance(ok["execution_time_ms"], int)

@@ -62,6 +62,11 @@ function showResult(result) {
   );
   if (result.error) summary.append(el("p", "error", result.error));
   if (result.max_iterations_reached) summary.append(el("p", "warning", "⚠ Max iterations reached"));
+  const recorded = el("p", "muted", result.recorded
+    ? "Recorded toward this model's validation status."
+    : "Not recorded: only tests by staff count toward a model's shared validation status.");
+  recorded.id = "result-recorded";
+  summary.append(recorded);
   const calls = result.tool_calls || [];
   document.getElementById("result-calls-title").textContent = `Tool calls (${calls.length})`;
   document.getElementById("result-calls").replaceChildren(...calls.map(toolCallCard));
