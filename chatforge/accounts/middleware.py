@@ -16,14 +16,26 @@ from functools import cache
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
-from django.urls import reverse
+from django.conf import settings
+from django.urls import NoReverseMatch, get_urlconf, reverse
 
 from .auth_failures import TooManyFailures, check_auth_allowed, client_of_request
 
 
-@cache
 def _sign_in_paths() -> frozenset[str]:
-    return frozenset({reverse("login"), reverse("admin:login")})
+    """The sign-in forms' paths in the URLconf serving this request."""
+    return _sign_in_paths_of(get_urlconf() or settings.ROOT_URLCONF)
+
+
+@cache
+def _sign_in_paths_of(urlconf: object) -> frozenset[str]:
+    paths = set()
+    for name in ("login", "admin:login"):
+        try:
+            paths.add(reverse(name, urlconf=urlconf))
+        except NoReverseMatch:  # a URLconf without that form (tests mount parts)
+            pass
+    return frozenset(paths)
 
 
 def refusal(request: HttpRequest) -> HttpResponse | None:
