@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from tools.arguments import strict_schema
+from tools.redaction import SecretsSeen
 
 SideEffects = Literal["read_only", "idempotent", "not_idempotent"]
 _SIDE_EFFECTS: frozenset[str] = frozenset({"read_only", "idempotent", "not_idempotent"})
@@ -78,9 +79,21 @@ class ToolContext:
     # handlers may poll it to stop early; the executor stops retrying.
     cancel_check: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
 
+    # Every secret value handed to this call; the executor scrubs them from
+    # its result, error and logs (tools.redaction).
+    secrets_seen: SecretsSeen = field(default_factory=SecretsSeen, compare=False, repr=False)
+
     def secret(self, name: str) -> str | None:
-        """The calling user's secret ``name``, or None."""
-        return self.secret_lookup(name) if self.secret_lookup is not None else None
+        """The calling user's secret ``name``, or None (recorded for scrubbing)."""
+        value = self.secret_lookup(name) if self.secret_lookup is not None else None
+        self.secrets_seen.add(value)
+        return value
+
+    def uses_secret(self, value: str) -> str:
+        """Record a secret the tool got elsewhere (an operator's key, an
+        environment value) so that it is scrubbed like the user's; returns it."""
+        self.secrets_seen.add(value)
+        return value
 
     def cancelled(self) -> bool:
         """True once the run no longer wants this call's result."""

@@ -8,9 +8,11 @@ back to the model. A tool problem never crashes the run.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
@@ -20,6 +22,7 @@ from tools.arguments import RejectedArguments, parse_arguments, validate_argumen
 from tools.backoff import backoff_delay
 from tools.base import Tool, ToolContext
 from tools.errors import ToolArgumentError, ToolError, TransientToolError
+from tools.redaction import redact_text, redact_value
 from tools.registry import ToolRegistry
 from tools.runner import Completed, Raised, TimedOut, run_with_timeout
 
@@ -122,7 +125,7 @@ def execute_tool(
     name: str,
     arguments: str | dict[str, Any] | None,
     *,
-    context: ToolContext = ToolContext(),
+    context: ToolContext | None = None,
     on_retry: Callable[[int, str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ToolResult:
@@ -138,8 +141,13 @@ def execute_tool(
     to record the attempt); an exception it raises propagates, as it is the
     caller's problem, not the tool's. ``sleep`` is injectable so tests need not
     wait.
+
+    Every secret value the call was handed (``context.secrets_seen``) is
+    scrubbed from each attempt's result and error before anything else sees
+    them: the retry hook, the logs, the returned ``ToolResult``.
     """
     started = time.monotonic()
+    context = context if context is not None else ToolContext()
 
     def finish(attempt: _Attempt, attempts: int) -> ToolResult:
         result = ToolResult(
@@ -202,7 +210,20 @@ def execute_tool(
 
 
 def _attempt(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> _Attempt:
-    """Run the handler once under the tool's timeout and classify how it ended."""
+    """Run the handler once under the tool's timeout, classify how it ended,
+    and scrub the secrets the call was handed from what it gave back."""
+    attempt = _classified(tool, arguments, context)
+    secrets = context.secrets_seen.values()
+    if not secrets:
+        return attempt
+    return dataclasses.replace(
+        attempt,
+        result=redact_value(attempt.result, secrets),
+        error=redact_text(attempt.error, secrets) if attempt.error else attempt.error,
+    )
+
+
+def _classified(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> _Attempt:
     outcome = run_with_timeout(
         tool.handler,
         arguments,
@@ -217,7 +238,7 @@ def _attempt(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> _At
             status="timeout", error=messages.timed_out(tool.name, tool.policy.timeout_s), transient=True
         )
     if isinstance(outcome, Raised):
-        return _failed(tool, outcome.error)
+        return _failed(tool, outcome.error, context)
     assert_never(outcome)
 
 
@@ -238,7 +259,7 @@ def _completed(tool: Tool, value: Any) -> _Attempt:
     return _Attempt(status="success", result=value)
 
 
-def _failed(tool: Tool, error: BaseException) -> _Attempt:
+def _failed(tool: Tool, error: BaseException, context: ToolContext) -> _Attempt:
     """Turn a handler's exception into the attempt the model and the retry loop see."""
     if isinstance(error, ToolArgumentError):
         return _model_error(messages.handler_argument_error(tool.name, _message(error)))
@@ -255,7 +276,9 @@ def _failed(tool: Tool, error: BaseException) -> _Attempt:
     # may relay it to the user) but never a traceback. Operators get the
     # traceback only at DEBUG, because exception messages can quote user data.
     logger.warning("Tool %s raised unexpected %s", tool.name, type(error).__name__)
-    logger.debug("Tool %s traceback", tool.name, exc_info=error)
+    if logger.isEnabledFor(logging.DEBUG):
+        trace = "".join(traceback.format_exception(error))
+        logger.debug("Tool %s traceback:\n%s", tool.name, redact_text(trace, context.secrets_seen.values()))
     detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     return _Attempt(status="error", error=messages.handler_error(tool.name, detail))
 

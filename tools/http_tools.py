@@ -8,7 +8,8 @@ the guarded client, so the destination rules of ``tools.net`` apply here too.
 Credentials: ``${NAME}`` in the URL or a header value is replaced at call time
 by the calling user's secret ``name`` (lower-case) or else by the operator's
 ``env_lookup(NAME)``. Tools never read the environment themselves. Secret
-values are scrubbed from every error and result, since both reach the model.
+values are scrubbed from every error and result, since both reach the model
+(by the executor, for every tool: ``tools.redaction``).
 
 Retries belong to the executor: 429, 5xx, timeouts and connection failures
 raise ``TransientToolError`` (``RetryAfter`` when the server said how long to
@@ -45,7 +46,6 @@ _QUERY_METHODS = frozenset({"GET", "DELETE"})
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _CLIENT_GRACE_S = 1.0
 _MAX_ERROR_CHARS = 300
-_REDACTED = "[redacted]"
 # Answers the model can fix by calling again with other arguments.
 _ARGUMENT_STATUSES = frozenset({400, 404, 422})
 
@@ -132,13 +132,12 @@ def _call(
     env_lookup: EnvLookup,
     side_effects: SideEffects = "read_only",
 ) -> Any:
-    """One attempt: build the request, send it, interpret the answer, scrub secrets."""
-    secrets: list[str] = []
+    """One attempt: build the request, send it, interpret the answer. Every
+    value filled into a placeholder is recorded on the context, and the
+    executor scrubs them from the result and any error (tools.redaction)."""
     try:
-        url = _substitute(config.url, context, env_lookup, secrets, in_url=True)
-        headers = {
-            k: _substitute(v, context, env_lookup, secrets, in_url=False) for k, v in config.headers.items()
-        }
+        url = _substitute(config.url, context, env_lookup, in_url=True)
+        headers = {k: _substitute(v, context, env_lookup, in_url=False) for k, v in config.headers.items()}
         if side_effects != "read_only" and context.idempotency_key:
             # The same key on every retry and redelivery of this call, so an
             # API that honours it acts once (the outside window no engine can close).
@@ -156,17 +155,15 @@ def _call(
             allowed_domains=config.allowed_domains,
         )
         _raise_for_status(response)
-        return _redact_value(_result(response, path, config.response_path), secrets)
-    except ToolError as exc:
-        raise _redacted_error(exc, secrets) from None
-    except Exception as exc:  # noqa: BLE001 - a bug, but its message may still quote a secret
-        raise ToolError(_redact(f"{type(exc).__name__}: {exc}", secrets)) from None
+        return _result(response, path, config.response_path)
+    except ToolError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bug: said plainly (the executor scrubs secrets)
+        raise ToolError(f"{type(exc).__name__}: {exc}") from None
 
 
-def _substitute(
-    template: str, context: ToolContext, env_lookup: EnvLookup, secrets: list[str], *, in_url: bool
-) -> str:
-    """Replace each ``${NAME}``; record the values so they can be scrubbed from output.
+def _substitute(template: str, context: ToolContext, env_lookup: EnvLookup, *, in_url: bool) -> str:
+    """Replace each ``${NAME}``; each value is recorded so it is scrubbed from output.
 
     Values in a URL are percent-encoded: a placeholder stands for one value
     (a key, an id), never for URL structure the value could otherwise change.
@@ -174,7 +171,6 @@ def _substitute(
 
     def replace(match: re.Match[str]) -> str:
         value = _lookup(match.group(1), context, env_lookup)
-        secrets.append(value)
         if in_url:
             return quote(value, safe="")
         if "\r" in value or "\n" in value:
@@ -190,6 +186,8 @@ def _lookup(name: str, context: ToolContext, env_lookup: EnvLookup) -> str:
     value = context.secret(name.lower())
     if value is None:
         value = env_lookup(name)
+        if value:
+            context.uses_secret(value)
     if not value:
         raise ToolError(
             f"this tool needs ${{{name}}}, which is not set: the user can add a secret named "
@@ -275,30 +273,3 @@ def _compile_path(path: str) -> JSONPath:
         raise ValueError(f"response_path {path!r} is not a valid JSONPath: {exc}") from None
 
 
-def _redact(text: str, secrets: list[str]) -> str:
-    # Longest first, so a secret containing another is replaced whole; the
-    # percent-encoded form is what appears in URLs.
-    for secret in sorted({s for v in secrets for s in (v, quote(v, safe=""))}, key=len, reverse=True):
-        text = text.replace(secret, _REDACTED)
-    return text
-
-
-def _redact_value(value: Any, secrets: list[str]) -> Any:
-    """``value`` with every secret scrubbed from its strings (keys included)."""
-    if not secrets:
-        return value
-    if isinstance(value, str):
-        return _redact(value, secrets)
-    if isinstance(value, list):
-        return [_redact_value(v, secrets) for v in value]
-    if isinstance(value, dict):
-        return {_redact(str(k), secrets): _redact_value(v, secrets) for k, v in value.items()}
-    return value
-
-
-def _redacted_error(error: ToolError, secrets: list[str]) -> ToolError:
-    """The same kind of error, its message scrubbed (a new instance keeps ``retry_after_s``)."""
-    message = _redact(str(error), secrets)
-    if isinstance(error, RetryAfter):
-        return RetryAfter(message, retry_after_s=error.retry_after_s)
-    return type(error)(message)

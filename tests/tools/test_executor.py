@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -349,3 +351,38 @@ def test_arguments_and_outputs_stay_out_of_logs(caplog: pytest.LogCaptureFixture
     finished = [r for r in caplog.records if r.getMessage().startswith("Tool ok finished")]
     assert finished and finished[0].levelno == logging.INFO
     assert "status=success" in finished[0].getMessage()
+
+
+def test_every_secret_a_call_was_handed_is_scrubbed_from_its_result_error_and_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One mechanism for all tools: whatever a tool returns or raises passes
+    through the executor's scrubbing of the secrets it was handed (the user's
+    through ``context.secret``, others through ``context.uses_secret``)."""
+    user_key, operator_key = "user-key-0123456789", "op/key with spaces+&"
+
+    def leaky(arguments: dict, context: ToolContext) -> dict:
+        mine = context.secret("api_key")
+        theirs = context.uses_secret(operator_key)
+        if arguments["fail"] == "error":
+            raise ToolError(f"upstream said: bad key {mine}")
+        if arguments["fail"] == "bug":
+            raise RuntimeError(f"crashed holding {theirs}")
+        return {"echo": f"{mine} / {quote(theirs, safe='')}", mine: [theirs]}
+
+    tool = Tool(name="leaky", description="Echoes its keys.", handler=leaky, parameters={
+        "type": "object", "properties": {"fail": {"type": "string"}}, "required": ["fail"]})
+    registry = registry_of(tool)
+
+    def call(fail: str) -> ToolResult:
+        context = ToolContext(user_id=1, secret_lookup={"api_key": user_key}.get)
+        return execute_tool(registry, "leaky", {"fail": fail}, context=context)
+
+    with caplog.at_level(logging.DEBUG):
+        ok, error, bug = call("no"), call("error"), call("bug")
+
+    assert ok.result == {"echo": "[redacted] / [redacted]", "[redacted]": ["[redacted]"]}
+    assert "upstream said: bad key [redacted]" in error.error
+    assert "crashed holding [redacted]" in bug.error
+    for text in (json.dumps([r.as_dict() for r in (ok, error, bug)]), caplog.text):
+        assert user_key not in text and operator_key not in text and quote(operator_key, safe="") not in text

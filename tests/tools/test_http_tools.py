@@ -183,17 +183,17 @@ def test_an_invalid_response_path_is_refused_at_start_up() -> None:
 
 
 def test_placeholders_come_from_the_users_secret_first(server: LocalServer) -> None:
-    server.route("/k/ABC", Reply.json({"echo": "key ABC and token user-token"}))
+    server.route("/k/ABC123", Reply.json({"echo": "key ABC123 and token user-token"}))
     config = HttpToolConfig(
         url=server.url("/k/${API_ID}"), headers={"Authorization": "Bearer ${WEATHER_API_KEY}"}
     )
     result = run(
         config,
         context=secrets(weather_api_key="user-token"),
-        env_lookup={"WEATHER_API_KEY": "operator-token", "API_ID": "ABC"}.get,
+        env_lookup={"WEATHER_API_KEY": "operator-token", "API_ID": "ABC123"}.get,
     )
     assert server.requests[0].headers["authorization"] == "Bearer user-token"
-    assert server.requests[0].path == "/k/ABC"
+    assert server.requests[0].path == "/k/ABC123"
     # Secret values never come back to the model, even when the service echoes them.
     assert result.result == {"echo": "key [redacted] and token [redacted]"}
 

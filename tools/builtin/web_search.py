@@ -65,7 +65,11 @@ def web_search(arguments: dict[str, Any], context: ToolContext) -> str:
     query = arguments["query"].strip()
     if not query:
         raise ToolArgumentError('web_search requires a non-empty "query"')
-    api_key = context.secret(USER_KEY_SECRET) or config.default_api_key
+    # Either key is recorded on the context, so the executor scrubs it from
+    # anything Tavily echoes back ("invalid key: Bearer tvly-…").
+    api_key = context.secret(USER_KEY_SECRET) or (
+        context.uses_secret(config.default_api_key) if config.default_api_key else None
+    )
     if not api_key:
         raise ToolError(NOT_CONFIGURED)
     request = {

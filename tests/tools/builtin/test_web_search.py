@@ -269,3 +269,19 @@ def test_tool_definition() -> None:
     assert WEB_SEARCH.policy.side_effects == "read_only"
     assert WEB_SEARCH.parameters["additionalProperties"] is False
     assert WEB_SEARCH.parameters["required"] == ["query"]
+
+
+@pytest.mark.parametrize(("context", "key"), [(None, DEFAULT_KEY), ("user", USER_KEY)])
+def test_a_key_the_service_echoes_never_reaches_the_model_or_the_logs(
+    tavily: FakeTavily, caplog: pytest.LogCaptureFixture, context: str | None, key: str
+) -> None:
+    tavily.reply((401, {"detail": {"error": f"invalid key: Bearer {key}"}}))
+    call_context = user_context({"tavily_api_key": USER_KEY}) if context else ToolContext()
+
+    with caplog.at_level(logging.DEBUG):
+        result = search({"query": "django"}, context=call_context)
+
+    assert tavily.requests[0]["authorization"] == f"Bearer {key}"  # the key was used...
+    assert result.status == "error" and "invalid key: Bearer [redacted]" in result.error
+    assert key not in json.dumps(result.as_dict())  # ...and is in nothing that comes back
+    assert key not in caplog.text
