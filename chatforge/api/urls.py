@@ -1,9 +1,9 @@
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from chatforge.realtime.sse import run_events_sse
 
+from .docs_views import ApiDocsView, ApiSchemaView
 from .model_views import ModelListView, ToolTestView
 from .tool_views import ToolViewSet
 from .views import ConversationViewSet, RunViewSet
@@ -14,8 +14,8 @@ router.register("runs", RunViewSet, basename="run")
 router.register("tools", ToolViewSet, basename="tool")
 
 urlpatterns = [
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("schema/", ApiSchemaView.as_view(), name="schema"),
+    path("docs/", ApiDocsView.as_view(url_name="schema"), name="docs"),
     re_path(r"^tools/test/?$", ToolTestView.as_view(), name="tool-test"),
     path("models/", ModelListView.as_view(), name="models"),
     path("runs/<str:run_id>/events/", run_events_sse, name="run-events"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from chatforge.env import env
 
+from .base import DEBUG
 from .mode import EMBEDDED, REDIS_URL
 
 # Messages a user may post per period ("30/min", "500/day"; empty: no limit).
@@ -38,6 +39,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "chatforge.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": None,
+    # The browsable API is a development aid: HTML forms for every route.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
+    + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
 }
 
 SPECTACULAR_SETTINGS = {

@@ -9,10 +9,16 @@ from csp.constants import NONCE, NONE, SELF
 
 from chatforge.env import env
 
+from .base import DEBUG
+
 # Failed passwords and API tokens a client (address) may send per window
 # before it is answered 429 with Retry-After (0: no limit).
 CHATFORGE_AUTH_FAILURE_LIMIT: int = env.int("CHATFORGE_AUTH_FAILURE_LIMIT", default=20)
 CHATFORGE_AUTH_FAILURE_WINDOW_S: int = env.int("CHATFORGE_AUTH_FAILURE_WINDOW_S", default=300)
+
+# Whether anyone may read /api/schema/ and /api/docs/ (else only signed-in
+# users and token holders). The DRF browsable API is on in debug only.
+CHATFORGE_PUBLIC_API_DOCS: bool = env.bool("CHATFORGE_PUBLIC_API_DOCS", default=DEBUG)
 
 # A strict policy for every HTML page: scripts and styles only from our own
 # origin (the few inline <style> blocks of our admin templates carry the

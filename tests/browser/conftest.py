@@ -62,9 +62,16 @@ def page(browser: Browser) -> Iterator[Page]:
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    # Chromium reports each thing the Content-Security-Policy blocked as a
+    # console error ("Refused to … because it violates …"): every browser
+    # test also checks that our pages need nothing the policy forbids.
+    violations: list[str] = []
+    page.on("console", lambda message: violations.append(message.text)
+            if message.type == "error" and "Content Security Policy" in message.text else None)
     yield page
     context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+    assert not violations, f"Content-Security-Policy violations: {violations}"
 
 
 @pytest.fixture
