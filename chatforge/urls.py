@@ -14,5 +14,6 @@ urlpatterns = [
     path("", include("chatforge.web.urls")),
 ]
 
+handler400 = "chatforge.web.errors.bad_request_view"
 handler404 = "chatforge.web.errors.not_found_view"
 handler500 = "chatforge.web.errors.server_error_view"

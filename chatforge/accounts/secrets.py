@@ -67,7 +67,10 @@ def user_secret_set(*, user: AbstractBaseUser, name: str, value: str) -> UserSec
 
 
 def user_secret_delete(*, user: AbstractBaseUser, name: str) -> bool:
-    """Delete ``user``'s secret ``name``; False when there was none."""
+    """Delete ``user``'s secret ``name``; False when there was none.
+    ``InvalidRequest`` for a name no secret can have (a NUL reached Postgres
+    and answered 500)."""
+    check_secret_name(name)
     deleted, _ = UserSecret.objects.filter(user=user, name=name).delete()
     if deleted:
         logger.info(

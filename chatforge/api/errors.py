@@ -120,6 +120,42 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
+def _api_error(request: HttpRequest, status_code: int, code: str, message: str,
+               headers: dict[str, str] | None = None) -> JsonResponse:
+    """The error in the shape the path's clients parse: OpenAI's on /v1/,
+    ours everywhere else."""
+    if request.path.startswith(OPENAI_PREFIX):
+        return OpenAIError(message, status=status_code, code=code, headers=headers).response()
+    return JsonResponse(error_body(code, message), status=status_code, headers=headers)
+
+
+def method_not_allowed(request: HttpRequest, allowed: list[str]) -> JsonResponse:
+    """405 with ``Allow``, for the plain (non-DRF) JSON views."""
+    names = ", ".join(allowed)
+    return _api_error(request, status.HTTP_405_METHOD_NOT_ALLOWED, "method_not_allowed",
+                      f"{request.method} is not allowed here; use {names}.", headers={"Allow": names})
+
+
+def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    """Django's 400: most often a Host header this server does not answer to
+    (``DisallowedHost``) or a malformed request it could not read."""
+    from django.core.exceptions import DisallowedHost
+
+    if isinstance(exception, DisallowedHost):
+        message = ("This server does not answer to the host name in the request's Host header; "
+                   "use the address the operator published.")
+        return _api_error(request, status.HTTP_400_BAD_REQUEST, "bad_host", message)
+    return _api_error(request, status.HTTP_400_BAD_REQUEST, "bad_request",
+                      "The request could not be read; check its headers and body.")
+
+
+def csrf_failure_view(request: HttpRequest, reason: str = "") -> JsonResponse:
+    """403 for a cookie-authenticated unsafe request without a valid CSRF token."""
+    return _api_error(request, status.HTTP_403_FORBIDDEN, "csrf_failed",
+                      f"CSRF check failed ({reason}). API clients should authenticate with "
+                      "'Authorization: Bearer <token>'; pages must send the CSRF token.")
+
+
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     return JsonResponse(
         error_body("not_found", f"No such endpoint or object: {request.path}"),

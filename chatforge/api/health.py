@@ -5,9 +5,19 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from .errors import method_not_allowed
+
+_READ = ["GET", "HEAD"]
 
 
+# Probes change nothing: no CSRF check, and any other method is a JSON 405
+# (a POST answered Django's HTML CSRF page).
+@csrf_exempt
 def healthz(request: HttpRequest) -> JsonResponse:
+    if request.method not in _READ:
+        return method_not_allowed(request, _READ)
     return JsonResponse({"status": "ok"})
 
 
@@ -29,7 +39,10 @@ def _redis_ok(url: str) -> bool:
         return False
 
 
+@csrf_exempt
 def readyz(request: HttpRequest) -> JsonResponse:
+    if request.method not in _READ:
+        return method_not_allowed(request, _READ)
     checks = {"database": _database_ok()}
     if not settings.EMBEDDED:
         checks["broker"] = _redis_ok(settings.CELERY_BROKER_URL)

@@ -93,6 +93,15 @@ class RunSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    def to_representation(self, run: Run) -> dict:
+        """An assistant's system prompt is the operator's configuration, not
+        the user's data: staff see it in the run, users the assistant's name."""
+        data = super().to_representation(run)
+        request = self.context.get("request")
+        if not (request is not None and getattr(request.user, "is_staff", False)):
+            data["options"] = {k: v for k, v in (data.get("options") or {}).items() if k != "system_prompt"}
+        return data
+
     def get_message_id(self, run: Run) -> str | None:
         message = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).only("id").first()
         return str(message.id) if message else None

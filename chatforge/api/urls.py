@@ -1,4 +1,4 @@
-from django.urls import include, path, re_path
+from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
 from chatforge.realtime.sse import run_events_sse
@@ -8,7 +8,16 @@ from .model_views import ModelListView, ToolTestView
 from .tool_views import ToolViewSet
 from .views import ConversationViewSet, RunViewSet
 
-router = DefaultRouter()
+
+class ApiRouter(DefaultRouter):
+    """No format-suffix routes (``messages.json``): every answer is JSON
+    already, and DRF's suffix routes passed a ``format`` argument our views do
+    not take (500). Both slash spellings: ``trailing_slash.py``."""
+
+    include_format_suffixes = False
+
+
+router = ApiRouter()
 router.register("conversations", ConversationViewSet, basename="conversation")
 router.register("runs", RunViewSet, basename="run")
 router.register("tools", ToolViewSet, basename="tool")
@@ -16,7 +25,7 @@ router.register("tools", ToolViewSet, basename="tool")
 urlpatterns = [
     path("schema/", ApiSchemaView.as_view(), name="schema"),
     path("docs/", ApiDocsView.as_view(url_name="schema"), name="docs"),
-    re_path(r"^tools/test/?$", ToolTestView.as_view(), name="tool-test"),
+    path("tools/test/", ToolTestView.as_view(), name="tool-test"),
     path("models/", ModelListView.as_view(), name="models"),
     path("runs/<str:run_id>/events/", run_events_sse, name="run-events"),
     path("", include(router.urls)),

@@ -127,4 +127,5 @@ class RunViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         run = run_request_cancel(run=self.get_object())
-        return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+        return Response(RunSerializer(run, context=self.get_serializer_context()).data,
+                        status=status.HTTP_202_ACCEPTED)

@@ -17,7 +17,6 @@ stream.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -32,8 +31,10 @@ from django.views.decorators.csrf import csrf_exempt
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from chatforge.accounts.tokens import user_for_token
-from chatforge.api.errors import RETRY_AFTER_S
+from chatforge.accounts.auth_failures import TooManyFailures, client_of_request
+from chatforge.accounts.tokens import authenticate_token
+from chatforge.api.errors import RETRY_AFTER_S, method_not_allowed
+from chatforge.api.json_input import InvalidJSON, parse_json
 from chatforge.conversations.models import Run
 from chatforge.errors import ChatForgeError
 from chatforge.realtime.outages import is_outage
@@ -80,7 +81,11 @@ async def _authenticate(request: HttpRequest) -> AbstractBaseUser:
             status=401,
             code="invalid_api_key",
         )
-    user = await db_sync_to_async(user_for_token)(token)
+    try:
+        user = await db_sync_to_async(authenticate_token)(token, client=client_of_request(request))
+    except TooManyFailures as exc:
+        raise OpenAIError(str(exc), status=429, code="throttled",
+                          headers={"Retry-After": str(exc.retry_after_s)}) from None
     if user is None:
         raise OpenAIError(
             "Incorrect API key provided: it is not a valid ChatForge API token, or it was revoked. "
@@ -99,18 +104,11 @@ def _json_body(request: HttpRequest) -> Any:
         raise OpenAIError(f"The request body is larger than {limit} bytes; send less.", status=413,
                           code="request_too_large") from None
     try:
-        return json.loads(raw or b"")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise OpenAIError(
-            f"The request body is not valid JSON ({exc}). Send a JSON object with 'model' and 'messages'.",
-            code="invalid_json",
-        ) from None
+        return parse_json(raw or b"")
+    except InvalidJSON as exc:
+        raise OpenAIError(f"{exc} Send a JSON object with 'model' and 'messages'.", code="invalid_json") from None
 
 
-def _method_not_allowed(allowed: str) -> JsonResponse:
-    response = OpenAIError(f"Use {allowed} on this endpoint.", status=405, code="method_not_allowed").response()
-    response["Allow"] = allowed
-    return response
 
 
 async def _cancel(user: AbstractBaseUser, run_id: str) -> None:
@@ -211,7 +209,7 @@ def _run_error(kind: str, data: dict[str, Any], run_id: str) -> OpenAIError:
 @csrf_exempt
 async def chat_completions(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
-        return _method_not_allowed("POST")
+        return method_not_allowed(request, ["POST"])
     try:
         user = await _authenticate(request)
         chat = parse_chat_request(_json_body(request))
@@ -384,9 +382,10 @@ async def _complete(*, user: AbstractBaseUser, renderer: ChunkRenderer) -> HttpR
 # ---------------------------------------------------------------------------
 
 
+@csrf_exempt  # token-authenticated; without it a POST answered Django's HTML CSRF page
 async def models_list(request: HttpRequest) -> HttpResponse:
     if request.method != "GET":
-        return _method_not_allowed("GET")
+        return method_not_allowed(request, ["GET"])
     try:
         await _authenticate(request)
     except OpenAIError as exc:
@@ -394,9 +393,10 @@ async def models_list(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"object": "list", "data": await db_sync_to_async(services.model_list)()})
 
 
+@csrf_exempt
 async def model_detail(request: HttpRequest, model: str) -> HttpResponse:
     if request.method != "GET":
-        return _method_not_allowed("GET")
+        return method_not_allowed(request, ["GET"])
     try:
         await _authenticate(request)
     except OpenAIError as exc:

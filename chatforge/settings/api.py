@@ -12,6 +12,8 @@ CHATFORGE_MESSAGE_RATE: str = env.str("CHATFORGE_MESSAGE_RATE", default="30/min"
 # Largest request body accepted (413 beyond).
 CHATFORGE_MAX_REQUEST_BYTES: int = env.int("CHATFORGE_MAX_REQUEST_BYTES", default=2 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = CHATFORGE_MAX_REQUEST_BYTES
+# A failed CSRF check answers the JSON error on API paths (Django's page elsewhere).
+CSRF_FAILURE_VIEW = "chatforge.web.errors.csrf_failure_view"
 
 # Throttle counts must be shared by every web process: Redis in distributed mode.
 if EMBEDDED:
@@ -39,6 +41,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "chatforge.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_PARSER_CLASSES": [
+        "chatforge.api.parsers.CheckedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     # The browsable API is a development aid: HTML forms for every route.
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),

@@ -71,6 +71,8 @@ MIDDLEWARE = [
     "chatforge.web.middleware.AsyncFileResponses",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # /api/x answers as /api/x/ (no redirect, which would lose a POST's body).
+    "chatforge.api.trailing_slash.ApiTrailingSlashMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
+from django.views import csrf, defaults
 
 from chatforge.api import errors as api_errors
 
@@ -23,6 +24,19 @@ def not_found_view(request: HttpRequest, exception: Exception | None = None) -> 
         }, request=request)
         return HttpResponse(body, status=404)
     return api_errors.not_found_view(request, exception)
+
+
+def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if _wants_html(request):
+        return defaults.bad_request(request, exception)
+    return api_errors.bad_request_view(request, exception)
+
+
+def csrf_failure_view(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """Django's CSRF page for the web pages; the JSON error on API paths."""
+    if _wants_html(request):
+        return csrf.csrf_failure(request, reason)
+    return api_errors.csrf_failure_view(request, reason)
 
 
 def server_error_view(request: HttpRequest) -> HttpResponse:

@@ -75,7 +75,12 @@ def secret_save(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def secret_delete(request: HttpRequest, name: str) -> HttpResponse:
-    if user_secret_delete(user=request.user, name=name):
+    try:
+        deleted = user_secret_delete(user=request.user, name=name)
+    except InvalidRequest as exc:
+        messages.error(request, exc.message)
+        return redirect("settings")
+    if deleted:
         messages.success(request, f"Deleted secret {name}.")
     else:
         messages.error(request, f"You have no secret named {name}.")

@@ -169,3 +169,27 @@ def test_the_tools_package_gets_its_settings_at_start_up(settings):
         settings.CHATFORGE_TOOL_OUTPUT_MAX_CHARS = 20_000
         settings.CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS = []
         apps.get_app_config("catalog").ready()
+
+
+def test_an_assistants_system_prompt_is_shown_to_staff_only(make_user, idle_broker):
+    """The prompt is the operator's configuration: a user of the assistant
+    sees its name in the run, staff see the prompt too."""
+    Assistant.objects.create(name="secretive", system_prompt="Internal: never mention the discount code.",
+                             model="demo")
+    user, token = make_user()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    conversation_id = client.post("/api/conversations/", {}, format="json").json()["id"]
+    run_id = client.post(f"/api/conversations/{conversation_id}/messages/",
+                         {"content": "hi", "assistant": "secretive"}, format="json").json()["run_id"]
+
+    for answer in (client.get(f"/api/runs/{run_id}/"), client.post(f"/api/runs/{run_id}/cancel/")):
+        assert answer.status_code in (200, 202)
+        assert answer.json()["options"]["assistant"] == "secretive"
+        assert "system_prompt" not in answer.json()["options"]
+        assert "discount code" not in answer.content.decode()
+
+    user.is_staff = True
+    user.save()
+    shown = client.get(f"/api/runs/{run_id}/").json()["options"]
+    assert shown["system_prompt"] == "Internal: never mention the discount code."
