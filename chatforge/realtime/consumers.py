@@ -28,7 +28,10 @@ from orchestration.events import TERMINAL_TYPES
 from orchestration.services.runs import run_request_cancel
 
 from . import close_codes
+from .auth import SUBPROTOCOL_SCOPE_KEY
+from .handshake import deny_handshake
 from .managed_socket import ManagedSocket
+from .resume import parse_resume_point
 from .streams import run_events
 
 CLOSE_UNAUTHENTICATED = close_codes.UNAUTHENTICATED
@@ -41,14 +44,17 @@ NEW_RUN_GRACE = timedelta(seconds=60)
 
 
 def _after_from_query(query_string: bytes) -> int:
-    values = parse_qs(query_string.decode()).get("after", ["0"])
-    try:
-        return max(0, int(values[0]))
-    except ValueError:
-        return 0
+    """The ``?after=`` seq (0 when absent); ``ValueError`` when it is not a seq."""
+    values = parse_qs(query_string.decode("latin-1")).get("after")
+    return parse_resume_point(values[0] if values else None, source="after parameter") or 0
 
 
 class _EventSocket(ManagedSocket):
+    async def accept(self, subprotocol: str | None = None, headers=None) -> None:
+        # A socket signed in through the "chatforge.bearer" subprotocol is
+        # accepted with it: a browser drops a socket accepted without it.
+        await super().accept(subprotocol=subprotocol or self.scope.get(SUBPROTOCOL_SCOPE_KEY), headers=headers)
+
     async def _send_error(self, message: str) -> None:
         await self.send(text_data=json.dumps({"type": "error", "data": {"message": message}}))
 
@@ -85,8 +91,13 @@ class RunEventsConsumer(_EventSocket):
         if self.run is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
+        try:
+            after = _after_from_query(self.scope.get("query_string", b""))
+        except ValueError as exc:
+            await deny_handshake(self.scope, self.base_send, status=400, code="invalid_request", message=str(exc),
+                                 close_code=close_codes.BAD_REQUEST)
+            return
         await self.accept()
-        after = _after_from_query(self.scope.get("query_string", b""))
         run_id = str(self.run.id)
         self.spawn(self._send_events, run_id, after, name=f"run-events:{run_id}")
 

@@ -68,20 +68,33 @@ class HandshakeGuard:
 async def deny_unavailable(scope: dict[str, Any], send: Callable) -> None:
     """Answer the handshake with 503 + Retry-After, or accept-then-1013 when
     the server cannot send an HTTP response to a websocket request."""
+    await deny_handshake(scope, send, status=503, code="service_unavailable", message=UNAVAILABLE_MESSAGE,
+                         close_code=close_codes.TRY_AGAIN_LATER, retry_after_s=RETRY_AFTER_S)
+
+
+async def deny_handshake(
+    scope: dict[str, Any],
+    send: Callable,
+    *,
+    status: int,
+    code: str,
+    message: str,
+    close_code: int,
+    retry_after_s: int | None = None,
+) -> None:
+    """Refuse a handshake so that the client learns why: an HTTP ``status``
+    with the API's JSON error body where the server supports the ASGI
+    "websocket.http.response" extension (uvicorn does); otherwise the
+    socket is accepted and closed at once with ``close_code`` and the code as
+    the reason (closing before accepting would reach the client as a bare
+    403, which says nothing)."""
     if DENIAL_EXTENSION in scope.get("extensions", {}):
-        body = json.dumps(error_body("service_unavailable", UNAVAILABLE_MESSAGE)).encode()
-        await send({
-            "type": "websocket.http.response.start",
-            "status": 503,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"retry-after", str(RETRY_AFTER_S).encode()),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        })
+        body = json.dumps(error_body(code, message)).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        if retry_after_s is not None:
+            headers.append((b"retry-after", str(retry_after_s).encode()))
+        await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
         await send({"type": "websocket.http.response.body", "body": body})
         return
-    # Closing before accepting would be turned into a 403 (the ASGI spec),
-    # which says "forbidden", not "later": accept so the code reaches the client.
     await send({"type": "websocket.accept"})
-    await send({"type": "websocket.close", "code": close_codes.TRY_AGAIN_LATER, "reason": "service unavailable"})
+    await send({"type": "websocket.close", "code": close_code, "reason": code.replace("_", " ")})

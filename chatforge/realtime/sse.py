@@ -20,12 +20,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from chatforge.accounts.tokens import user_for_token
+from chatforge.accounts.auth_failures import TooManyFailures, client_of_request
+from chatforge.accounts.tokens import authenticate_token
 from chatforge.api.errors import error_body
 from chatforge.conversations.selectors import run_of
 from chatforge.runtime.db_connections import db_sync_to_async
 from orchestration.event_log.base import Event
 
+from .resume import parse_resume_point
 from .streams import run_events
 
 KEEPALIVE_S = 15.0
@@ -33,10 +35,19 @@ KEEPALIVE = b": keep-alive\n\n"
 
 
 class _AuthError(Exception):
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, *, status: int = 401, retry_after_s: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.status = status
+        self.retry_after_s = retry_after_s
+
+    def response(self) -> JsonResponse:
+        if self.retry_after_s is not None:
+            return JsonResponse(error_body(self.code, self.message, {"retry_after_s": self.retry_after_s}),
+                                status=self.status, headers={"Retry-After": str(self.retry_after_s)})
+        return JsonResponse(error_body(self.code, self.message), status=self.status,
+                            headers={"WWW-Authenticate": "Bearer"})
 
 
 async def _authenticate(request: HttpRequest) -> AbstractBaseUser | None:
@@ -46,7 +57,10 @@ async def _authenticate(request: HttpRequest) -> AbstractBaseUser | None:
         token = token.strip()
         if not token:
             raise _AuthError("authentication_failed", "The Authorization header has no token after 'Bearer'.")
-        user = await db_sync_to_async(user_for_token)(token)
+        try:
+            user = await db_sync_to_async(authenticate_token)(token, client=client_of_request(request))
+        except TooManyFailures as exc:
+            raise _AuthError("throttled", str(exc), status=429, retry_after_s=exc.retry_after_s) from None
         if user is None:
             raise _AuthError(
                 "authentication_failed", "The API token is invalid or revoked. Create a new one in your settings."
@@ -57,19 +71,12 @@ async def _authenticate(request: HttpRequest) -> AbstractBaseUser | None:
 
 
 def _resume_point(request: HttpRequest) -> int:
-    """``Last-Event-ID`` (a reconnecting EventSource) wins over ``?after``."""
-    for source, raw in (("Last-Event-ID header", request.headers.get("Last-Event-ID")),
-                        ("after parameter", request.GET.get("after"))):
-        if raw is None or raw == "":
-            continue
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"The {source} must be an event seq (a whole number); got {raw!r}.") from None
-        if value < 0:
-            raise ValueError(f"The {source} must be 0 or more; got {value}.")
-        return value
-    return 0
+    """``Last-Event-ID`` (a reconnecting EventSource) wins over ``?after``;
+    ``ValueError`` when the one given is not an event seq."""
+    header = parse_resume_point(request.headers.get("Last-Event-ID"), source="Last-Event-ID header")
+    if header is not None:
+        return header
+    return parse_resume_point(request.GET.get("after"), source="after parameter") or 0
 
 
 def format_event(event: Event) -> bytes:
@@ -116,7 +123,7 @@ async def run_events_sse(request: HttpRequest, run_id: str) -> HttpResponse:
     try:
         user = await _authenticate(request)
     except _AuthError as exc:
-        return JsonResponse(error_body(exc.code, exc.message), status=401, headers={"WWW-Authenticate": "Bearer"})
+        return exc.response()
     if user is None:
         return JsonResponse(
             error_body(

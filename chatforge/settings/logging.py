@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from chatforge.env import env
+from chatforge.runtime.log_redaction import with_redaction
 
 LOG_LEVEL: str = env.str("CHATFORGE_LOG_LEVEL", default="INFO")
 
-LOGGING = {
+# Every handler drops credentials from what it writes (runtime/log_redaction.py).
+LOGGING = with_redaction({
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
@@ -20,4 +22,4 @@ LOGGING = {
         "httpx2": {"level": "WARNING"},  # the HTTP stack inside the openai SDK
         "openai": {"level": "WARNING"},
     },
-}
+})

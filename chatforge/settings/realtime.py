@@ -38,6 +38,11 @@ else:
         }
     }
 
+# Web origins (scheme://host[:port], comma-separated) whose pages may open a
+# websocket signed in with the session cookie; empty: the origin the socket
+# is served on. Token sockets need no Origin (chatforge/realtime/origins.py).
+CHATFORGE_ALLOWED_ORIGINS: list[str] = env.list("CHATFORGE_ALLOWED_ORIGINS", default=[])
+
 # "memory" keeps events in the server process (embedded mode only: the
 # workers are threads of that process); "redis" is one Redis Stream per run.
 CHATFORGE_EVENT_LOG: str = "memory" if EMBEDDED else "redis"

@@ -64,7 +64,13 @@ def test_sse_refuses_other_users_and_bad_requests(stack, fake_llm, make_user):
         ({}, 401, "not_authenticated"),
         ({"Authorization": "Bearer cf_not-a-token"}, 401, "authentication_failed"),
         ({"Authorization": f"Bearer {owner}", "Last-Event-ID": "seven"}, 400, "invalid_request"),
+        # Past the largest event seq: it broke the stream after a 200.
+        ({"Authorization": f"Bearer {owner}", "Last-Event-ID": "18446744073709551616"}, 400, "invalid_request"),
     ]
+    for after in ("18446744073709551616", "-1", "1.5"):
+        response = httpx.get(url, params={"after": after}, headers={"Authorization": f"Bearer {owner}"}, timeout=30)
+        assert response.status_code == 400, (after, response.text)
+        assert "from 0 to 9223372036854775807" in response.json()["error"]["message"]
     for headers, status, code in cases:
         response = httpx.get(url, headers=headers, timeout=30)
         assert response.status_code == status, (headers, response.text)
@@ -111,3 +117,19 @@ def test_keepalive_wrapper_closes_the_stream_when_the_client_leaves():
 
     asyncio.run(leave_early())
     assert closed == [True]
+
+
+@pytest.mark.django_db
+def test_sse_counts_bad_tokens_and_answers_429_past_the_limit(settings):
+    import uuid
+
+    from django.test import Client
+
+    settings.CHATFORGE_AUTH_FAILURE_LIMIT = 1
+    settings.CHATFORGE_AUTH_FAILURE_WINDOW_S = 600
+    address = f"2001:db8::{uuid.uuid4().hex[:4]}"  # counts outlive a test run
+    answers = [Client().get(f"/api/runs/{uuid.uuid4()}/events/", HTTP_AUTHORIZATION="Bearer cf_wrong",
+                            REMOTE_ADDR=address) for _ in range(3)]
+    assert [a.status_code for a in answers] == [401, 429, 429]
+    assert int(answers[-1]["Retry-After"]) > 0
+    assert answers[-1].json()["error"]["code"] == "throttled"

@@ -52,8 +52,9 @@ Chat through the API (the built-in demo model answers time and arithmetic questi
   CONV=$(curl -s -X POST -H "Authorization: Bearer $TOKEN" {base}/api/conversations/ | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
   curl -s -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \\
        -d '{{"content": "What time is it in Tokyo, and what is 17*23?"}}' {base}/api/conversations/$CONV/messages/
-  # follow the run live: connect a websocket client to the events_ws URL in that reply, with the same
-  # Authorization header (or ?token=$TOKEN), e.g.  python -m websockets "<events_ws>?token=$TOKEN"
+  # follow the run live over SSE (the events_sse URL in that reply), with the same Authorization header:
+  #   curl -N -H "Authorization: Bearer $TOKEN" "<events_sse>"
+  # (websocket clients send that header too, or the subprotocols ["chatforge.bearer", "$TOKEN"])
   curl -s -H "Authorization: Bearer $TOKEN" {base}/api/conversations/$CONV/messages/
 
 Or from a terminal:  python manage.py chat "What time is it in Tokyo, and what is 17*23?"
