@@ -13,12 +13,13 @@ _BEARER = [{"bearerAuth": []}]
 IDEMPOTENCY_KEY_PARAMETER = {"name": "Idempotency-Key", "in": "header", "required": False,
                              "schema": {"type": "string", "maxLength": 255},
                              "description": IDEMPOTENCY_KEY_DESCRIPTION}
-_OPENAI_ERROR = {
+_OPENAI_ERROR_SCHEMA = {
     "type": "object",
     "properties": {"error": {"type": "object", "properties": {
         "message": {"type": "string"}, "type": {"type": "string"},
         "param": {"type": "string", "nullable": True}, "code": {"type": "string", "nullable": True}}}},
 }
+_OPENAI_ERROR = {"$ref": "#/components/schemas/OpenAIErrorResponse"}
 _CHATFORGE_ERROR = {"$ref": "#/components/schemas/ErrorResponse"}
 
 SSE_EXAMPLE = (
@@ -41,7 +42,9 @@ def _paths() -> dict[str, Any]:
                                                               "output": "{\"expression\":\"6*7\",\"result\":42}"}},
                             {"type": "text", "value": "6*7 = 42."}],
             "conversation_id": "…", "run_id": "…"}}}},
-        "text/event-stream": {"schema": {"type": "string"}, "example": (
+        # No schema: an event stream is not one JSON value (a "string" schema
+        # made every streamed answer a schema violation); the example shows it.
+        "text/event-stream": {"example": (
             'data: {"id":"chatcmpl-…","object":"chat.completion.chunk","conversation_id":"…","run_id":"…",'
             '"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
             "data: [DONE]\n\n")},
@@ -55,13 +58,14 @@ def _paths() -> dict[str, Any]:
             "tags": ["runs"],
             "parameters": [
                 {"name": "id", "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}},
-                {"name": "after", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0}},
+                {"name": "after", "in": "query", "required": False,
+                 "schema": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}},
                 {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "string"}},
             ],
             "security": _BEARER,
             "responses": {
-                "200": {"description": "Event stream", "content": {"text/event-stream": {
-                    "schema": {"type": "string"}, "example": SSE_EXAMPLE}}},
+                "200": {"description": "Event stream (see docs/events.md for each event's shape)",
+                        "content": {"text/event-stream": {"example": SSE_EXAMPLE}}},
                 "400": {"description": "Bad Last-Event-ID or after", "content": {"application/json": {"schema": _CHATFORGE_ERROR}}},
                 "401": {"description": "Not authenticated", "content": {"application/json": {"schema": _CHATFORGE_ERROR}}},
                 "404": {"description": "No such run of yours", "content": {"application/json": {"schema": _CHATFORGE_ERROR}}},
@@ -75,7 +79,11 @@ def _paths() -> dict[str, Any]:
             "parameters": [IDEMPOTENCY_KEY_PARAMETER],
             "requestBody": {"required": True, "content": {"application/json": {
                 "schema": {"type": "object", "required": ["model", "messages"], "properties": {
-                    "model": {"type": "string"}, "messages": {"type": "array", "items": {"type": "object"}},
+                    "model": {"type": "string", "minLength": 1},
+                    "messages": {"type": "array", "minItems": 1, "items": {
+                        "type": "object", "required": ["role", "content"], "properties": {
+                            "role": {"type": "string", "enum": ["system", "developer", "user", "assistant"]},
+                            "content": {"type": "string", "minLength": 1}}}},
                     "tools": {"type": "array"}, "stream": {"type": "boolean"},
                     "conversation_id": {"type": "string", "format": "uuid"}}},
                 "example": {"model": "demo", "messages": [{"role": "user", "content": "What is 6*7?"}],
@@ -103,6 +111,19 @@ def _paths() -> dict[str, Any]:
                                                        "owned_by": "chatforge", "validated": False}]}}}},
                           "401": {"description": "Bad API key", "content": {"application/json": {"schema": _OPENAI_ERROR}}}},
         }},
+        "/v1/models/{model}": {"get": {
+            "operationId": "openai_models_retrieve",
+            "summary": "One model, as in the list",
+            "tags": ["openai"],
+            "security": _BEARER,
+            "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "The model", "content": {"application/json": {
+                "schema": {"type": "object"},
+                "example": {"id": "demo", "object": "model", "created": 0, "owned_by": "chatforge",
+                            "validated": False}}}},
+                          "404": {"description": "Not configured here",
+                                  "content": {"application/json": {"schema": _OPENAI_ERROR}}}},
+        }},
     }
 
 
@@ -110,6 +131,7 @@ def add_non_drf_paths(result: dict[str, Any], generator, request, public) -> dic
     """drf-spectacular post-processing hook."""
     result.setdefault("paths", {}).update(_paths())
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas.setdefault("OpenAIErrorResponse", _OPENAI_ERROR_SCHEMA)
     schemas.setdefault("ErrorResponse", {
         "type": "object",
         "properties": {"error": {"type": "object", "properties": {

@@ -62,5 +62,6 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "chatforge.api.schema_paths.add_non_drf_paths",
+        "chatforge.api.schema_errors.add_error_responses",
     ],
 }
