@@ -45,7 +45,6 @@ class ClaimExtras:
     ``earlier_arguments``: the arguments of this run's earlier calls of the
     same tool (the repeated-call check)."""
 
-
     user_ciphertexts: dict[str, str] | None = None
     earlier_arguments: list[str] | None = None
     # A turn's claim: whether it marked the run running (None: not asked,
