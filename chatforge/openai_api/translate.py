@@ -22,6 +22,7 @@ from .errors import OpenAIError
 SUPPORTED = frozenset({
     "model", "messages", "tools", "tool_choice", "stream", "stream_options", "temperature",
     "max_tokens", "max_completion_tokens", "reasoning_effort", "conversation_id", "assistant",
+    "show_tool_calls",
 })
 # Parameters that do not change the answer; accepted and ignored.
 IGNORED = frozenset({"user", "metadata", "store", "safety_identifier", "prompt_cache_key", "service_tier"})
@@ -30,6 +31,12 @@ _DEFAULT_ONLY: dict[str, Any] = {"n": 1, "logprobs": False, "parallel_tool_calls
 
 NO_CLIENT_TOOLS = "ChatForge runs tools on the server; send the conversation without tool messages"
 _ROLES = ("system", "developer", "user", "assistant", "tool")
+# Put between the text of successive model turns in a stream: without it
+# "Let me check that." and "The time is…" ran together.
+ROUND_SEPARATOR = "\n\n"
+# The header that asks for server tool calls as ``tool_calls`` deltas, for
+# clients that cannot add a body field (the body's ``show_tool_calls`` wins).
+SHOW_TOOL_CALLS_HEADER = "X-ChatForge-Show-Tool-Calls"
 # OpenAI's finish reasons; anything else the engine reports reads as "stop".
 _FINISH_REASONS = frozenset({"stop", "length", "content_filter"})
 
@@ -53,6 +60,11 @@ class ChatRequest:
     reasoning_effort: str | None = None
     conversation_id: str | None = None
     assistant: str = ""
+    # Stream the server's tool calls as standard ``tool_calls`` deltas (the
+    # seed's format, for clients that know ChatForge ran them). Off by
+    # default: every other client takes such deltas as calls to run itself
+    # (docs/decisions/0015-server-tools-hidden-from-v1-clients.md).
+    show_tool_calls: bool = False
 
 
 def _invalid(message: str, param: str | None = None, code: str | None = None) -> OpenAIError:
@@ -208,7 +220,16 @@ def _optional_str(body: Mapping[str, Any], name: str) -> str | None:
     return value
 
 
-def parse_chat_request(body: Any) -> ChatRequest:
+def _show_tool_calls(body: Mapping[str, Any], header: str | None) -> bool:
+    value = body.get("show_tool_calls")
+    if value is None:
+        return (header or "").strip().lower() in ("1", "true", "yes", "show")
+    if not isinstance(value, bool):
+        raise _invalid("'show_tool_calls' must be true or false.", param="show_tool_calls")
+    return value
+
+
+def parse_chat_request(body: Any, *, show_tool_calls_header: str | None = None) -> ChatRequest:
     """Check a ``POST /v1/chat/completions`` body; unsupported parameters and
     client-side tool messages are refused with a message that names them."""
     if not isinstance(body, Mapping):
@@ -247,6 +268,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
         reasoning_effort=_optional_str(body, "reasoning_effort"),
         conversation_id=conversation_id,
         assistant=_optional_str(body, "assistant") or "",
+        show_tool_calls=_show_tool_calls(body, show_tool_calls_header),
     )
 
 
@@ -345,6 +367,14 @@ class ChunkRenderer:
 
     def tool_output(self, *, tool_call_id: str, name: str, output: str) -> dict[str, Any]:
         return self._chunk({"tool_output": {"tool_call_id": tool_call_id, "name": name, "output": output}})
+
+    def server_tool_event(self, kind: str, value: dict[str, Any]) -> dict[str, Any]:
+        """A server tool's call or output where clients do not look for work:
+        an empty delta, and the event in the top-level ``chatforge`` object
+        (``{"tool_call": {...}}`` or ``{"tool_output": {...}}``)."""
+        chunk = self._chunk({})
+        chunk["chatforge"] = {kind: value}
+        return chunk
 
     def finish(self, reason: str) -> dict[str, Any]:
         return self._chunk({}, finish=finish_reason(reason))

@@ -46,6 +46,8 @@ from orchestration.services.runs import check_idempotency_key
 from . import services
 from .errors import OpenAIError, from_chatforge
 from .translate import (
+    ROUND_SEPARATOR,
+    SHOW_TOOL_CALLS_HEADER,
     SSE_DONE,
     SSE_KEEPALIVE,
     ChatRequest,
@@ -212,7 +214,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         return method_not_allowed(request, ["POST"])
     try:
         user = await _authenticate(request)
-        chat = parse_chat_request(_json_body(request))
+        chat = parse_chat_request(_json_body(request),
+                                  show_tool_calls_header=request.headers.get(SHOW_TOOL_CALLS_HEADER))
         idempotency_key = check_idempotency_key(request.headers.get("Idempotency-Key"))
         await db_sync_to_async(services.check_message_rate)(user=user, meta=request.META)
         run = await db_sync_to_async(services.chat_start)(
@@ -251,6 +254,9 @@ async def _stream(*, user: AbstractBaseUser, chat: ChatRequest, renderer: ChunkR
     run_id = renderer.run_id
     ended = False
     rounds = _RoundCalls(run_id)
+    # Text was streamed since the last tool round: the next turn's text is
+    # set apart from it by ROUND_SEPARATOR.
+    text_streamed = separator_due = False
     try:
         yield sse(renderer.first())
         last_sent = time.monotonic()
@@ -263,17 +269,17 @@ async def _stream(*, user: AbstractBaseUser, chat: ChatRequest, renderer: ChunkR
                 else:
                     kind, data = event["type"], event.get("data") or {}
                     if kind == "content.delta" and data.get("text"):
-                        out.append(sse(renderer.text(data["text"])))
+                        text = (ROUND_SEPARATOR if separator_due else "") + data["text"]
+                        separator_due, text_streamed = False, True
+                        out.append(sse(renderer.text(text)))
                     elif kind == "reasoning.delta" and data.get("text"):
                         out.append(sse(renderer.reasoning(data["text"])))
                     elif kind == "tool_call":
-                        calls = await rounds.new_calls(data)
-                        if calls:
-                            out.append(sse(renderer.tool_calls(calls)))
+                        separator_due = separator_due or text_streamed
+                        text_streamed = False
+                        out.extend(await _tool_call_chunks(chat, renderer, rounds, data))
                     elif kind == "tool_output":
-                        out.append(sse(renderer.tool_output(
-                            tool_call_id=data.get("tool_call_id", ""), name=data.get("name", ""),
-                            output=data.get("output", ""))))
+                        out.append(sse(_tool_output_chunk(chat, renderer, data)))
                     elif kind == "run.completed":
                         ended = True
                         out.append(sse(renderer.finish(data.get("finish_reason", "stop"))))
@@ -301,6 +307,26 @@ async def _stream(*, user: AbstractBaseUser, chat: ChatRequest, renderer: ChunkR
     finally:
         if not ended:
             await _cancel(user, run_id)
+
+
+async def _tool_call_chunks(chat: ChatRequest, renderer: ChunkRenderer, rounds: _RoundCalls,
+                            data: dict[str, Any]) -> list[bytes]:
+    """A server tool call: standard ``tool_calls`` (one chunk per round) only
+    for a client that asked; for any other it is work to do, so it goes in
+    the ``chatforge`` extension object, which clients ignore."""
+    if chat.show_tool_calls:
+        calls = await rounds.new_calls(data)
+        return [sse(renderer.tool_calls(calls))] if calls else []
+    call = ToolCallOut(id=data.get("id", ""), name=data.get("name", ""), arguments=data.get("arguments") or "{}")
+    return [sse(renderer.server_tool_event("tool_call", call.as_openai()))]
+
+
+def _tool_output_chunk(chat: ChatRequest, renderer: ChunkRenderer, data: dict[str, Any]) -> dict[str, Any]:
+    output = {"tool_call_id": data.get("tool_call_id", ""), "name": data.get("name", ""),
+              "output": data.get("output", "")}
+    if chat.show_tool_calls:
+        return renderer.tool_output(**output)
+    return renderer.server_tool_event("tool_output", output)
 
 
 def _unreachable_mid_run(renderer: ChunkRenderer) -> HttpResponse:

@@ -45,6 +45,10 @@ def wait_for_status(run_id: str, statuses: set[str], timeout: float = 60) -> Run
 
 
 def test_streamed_chat_with_tools_by_name(stack, fake_llm, make_user):
+    """By default a stream carries no ``tool_calls``: every client but ours
+    would take them as calls to run itself. The server's tool activity rides
+    in the ``chatforge`` extension object, which clients ignore, and each
+    model turn's text is set apart from the last by a blank line."""
     fake_llm.add_script("oa-stream", two_rounds())
     _, token = make_user()
 
@@ -63,21 +67,18 @@ def test_streamed_chat_with_tools_by_name(stack, fake_llm, make_user):
 
     deltas = [c.choices[0].delta for c in chunks if c.choices]
     text = "".join(d.content or "" for d in deltas)
-    assert text == "Let me work it out. One more. The answer is 42."
-    rounds = [[(t.index, t.function.name) for t in d.tool_calls] for d in deltas if d.tool_calls]
-    assert rounds == [[(0, "calculator"), (1, "echo")], [(2, "echo")]]
-    calls = [t for d in deltas for t in d.tool_calls or []]
-    assert all(t.id and t.type == "function" for t in calls)
-    assert json.loads(calls[0].function.arguments) == {"expression": "6*7"}
-    outputs = [extra(d, "tool_output") for d in deltas if extra(d, "tool_output")]
-    # A round's tools run in parallel: their outputs come as each finishes.
-    by_call = {o["tool_call_id"]: o for o in outputs}
-    assert len(outputs) == 3 and set(by_call) == {t.id for t in calls}
-    assert [by_call[t.id]["name"] for t in calls] == ["calculator", "echo", "echo"]
-    assert json.loads(by_call[calls[0].id]["output"])["result"] == 42 and by_call[calls[2].id]["output"] == "again"
-    # Each round's outputs come after its calls, before the next round.
-    kinds = ["calls" if d.tool_calls else "output" if extra(d, "tool_output") else None for d in deltas]
-    assert [k for k in kinds if k] == ["calls", "output", "output", "calls", "output"]
+    assert text == "Let me work it out.\n\n One more.\n\n The answer is 42."
+    assert not any(d.tool_calls for d in deltas) and not any(extra(d, "tool_output") for d in deltas)
+
+    events = [extra(c, "chatforge") for c in chunks if extra(c, "chatforge")]
+    calls = [e["tool_call"] for e in events if "tool_call" in e]
+    assert [c["function"]["name"] for c in calls] == ["calculator", "echo", "echo"]
+    assert json.loads(calls[0]["function"]["arguments"]) == {"expression": "6*7"}
+    outputs = {e["tool_output"]["tool_call_id"]: e["tool_output"] for e in events if "tool_output" in e}
+    assert set(outputs) == {c["id"] for c in calls}
+    assert json.loads(outputs[calls[0]["id"]]["output"])["result"] == 42 and outputs[calls[2]["id"]]["output"] == "again"
+    kinds = ["call" if "tool_call" in e else "output" for e in events]
+    assert kinds == ["call", "call", "output", "output", "call", "output"]
 
     assert chunks[-2].choices[0].finish_reason == "stop"
     assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens > 0
@@ -91,6 +92,37 @@ def test_streamed_chat_with_tools_by_name(stack, fake_llm, make_user):
     run = Run.objects.get(pk=run_id)
     assert run.status == "completed" and str(run.conversation_id) == conversation_id
     assert Message.objects.get(run=run, role="assistant").content == " The answer is 42."
+
+
+@pytest.mark.parametrize("ask", [{"extra_body": {"show_tool_calls": True}},
+                                 {"extra_headers": {"X-ChatForge-Show-Tool-Calls": "true"}}])
+def test_a_client_that_asks_gets_the_server_tool_calls_as_tool_calls(stack, fake_llm, make_user, ask):
+    """The seed's format, for clients that know ChatForge ran the tools:
+    one ``tool_calls`` chunk per round and ``delta.tool_output`` after each."""
+    fake_llm.add_script("oa-stream-calls", two_rounds())
+    _, token = make_user()
+
+    chunks = list(sdk(stack, token).chat.completions.create(
+        model="oa-stream-calls", messages=[{"role": "user", "content": "What is 6*7?"}],
+        tools=["calculator", "echo"], stream=True, **ask,
+    ))
+
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(d.content or "" for d in deltas) == "Let me work it out.\n\n One more.\n\n The answer is 42."
+    rounds = [[(t.index, t.function.name) for t in d.tool_calls] for d in deltas if d.tool_calls]
+    assert rounds == [[(0, "calculator"), (1, "echo")], [(2, "echo")]]
+    calls = [t for d in deltas for t in d.tool_calls or []]
+    assert all(t.id and t.type == "function" for t in calls)
+    outputs = [extra(d, "tool_output") for d in deltas if extra(d, "tool_output")]
+    # A round's tools run in parallel: their outputs come as each finishes.
+    by_call = {o["tool_call_id"]: o for o in outputs}
+    assert len(outputs) == 3 and set(by_call) == {t.id for t in calls}
+    assert [by_call[t.id]["name"] for t in calls] == ["calculator", "echo", "echo"]
+    # Each round's outputs come after its calls, before the next round.
+    kinds = ["calls" if d.tool_calls else "output" if extra(d, "tool_output") else None for d in deltas]
+    assert [k for k in kinds if k] == ["calls", "output", "output", "calls", "output"]
+    assert not any(extra(c, "chatforge") for c in chunks)
+    assert chunks[-1].choices[0].finish_reason == "stop"
 
 
 def test_raw_stream_is_sse_ending_with_done(stack, fake_llm, make_user):
@@ -141,7 +173,7 @@ def test_non_streamed_chat_with_tool_events(stack, fake_llm, make_user):
     assert run.status == "completed" and str(run.conversation_id) == extra(completion, "conversation_id")
 
 
-def test_stream_helper_yields_text_and_tool_calls(stack, fake_llm, make_user):
+def test_stream_helper_yields_the_text_and_no_calls_to_run(stack, fake_llm, make_user):
     fake_llm.add_script("oa-helper", two_rounds())
     _, token = make_user()
     client = sdk(stack, token)
@@ -155,17 +187,14 @@ def test_stream_helper_yields_text_and_tool_calls(stack, fake_llm, make_user):
         final = stream.get_final_completion()
 
     text = "".join(e.delta for e in events if e.type == "content.delta")
-    assert text == "Let me work it out. One more. The answer is 42."
-    done = [(e.index, e.name) for e in events if e.type == "tool_calls.function.arguments.done"]
-    assert done == [(0, "calculator"), (1, "echo"), (2, "echo")]
+    assert text == "Let me work it out.\n\n One more.\n\n The answer is 42."
+    assert not [e for e in events if e.type.startswith("tool_calls")]
     message = final.choices[0].message
-    assert message.content == text
-    assert [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls] == [
-        ("calculator", {"expression": "6*7"}), ("echo", {"text": "hi"}), ("echo", {"text": "again"})]
+    assert message.content == text and not message.tool_calls
     assert final.choices[0].finish_reason == "stop"
 
 
-def test_stream_helper_with_full_tool_specs(stack, fake_llm, make_user):
+def test_stream_helper_accumulates_the_calls_when_asked_for_them(stack, fake_llm, make_user):
     fake_llm.add_script("oa-helper-specs", two_rounds())
     _, token = make_user()
     specs = [{"type": "function", "function": {"name": name, "description": "ours",
@@ -173,9 +202,14 @@ def test_stream_helper_with_full_tool_specs(stack, fake_llm, make_user):
              for name in ("calculator", "echo")]
     with sdk(stack, token).chat.completions.stream(
         model="oa-helper-specs", messages=[{"role": "user", "content": "What is 6*7?"}], tools=specs,
+        extra_body={"show_tool_calls": True},
     ) as stream:
+        events = list(stream)
         final = stream.get_final_completion()
-    assert [c.function.name for c in final.choices[0].message.tool_calls] == ["calculator", "echo", "echo"]
+    done = [(e.index, e.name) for e in events if e.type == "tool_calls.function.arguments.done"]
+    assert done == [(0, "calculator"), (1, "echo"), (2, "echo")]
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in final.choices[0].message.tool_calls] == [
+        ("calculator", {"expression": "6*7"}), ("echo", {"text": "hi"}), ("echo", {"text": "again"})]
     # ChatForge's own specs reached the model, not the client's.
     sent = fake_llm.requests_for("oa-helper-specs")[0]["tools"]
     assert all(t["function"]["description"] != "ours" for t in sent)
