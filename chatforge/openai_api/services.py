@@ -102,7 +102,8 @@ def chat_start(*, user: AbstractBaseUser, request: ChatRequest, idempotency_key:
     with transaction.atomic():
         conversation = Conversation.objects.create(user=user)
         for prior in request.prior:
-            Message.objects.create(conversation=conversation, role=prior.role, content=prior.content)
+            Message.objects.create(conversation=conversation, role=prior.role, content=prior.content,
+                                   tool_rounds=prior.tool_rounds or [])
         run = run_start(user=user, conversation=conversation, content=request.content, options=options,
                         idempotency_key=idempotency_key)
         if run.replayed:

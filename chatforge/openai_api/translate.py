@@ -29,7 +29,9 @@ IGNORED = frozenset({"user", "metadata", "store", "safety_identifier", "prompt_c
 # Parameters accepted only with the value that means "the default".
 _DEFAULT_ONLY: dict[str, Any] = {"n": 1, "logprobs": False, "parallel_tool_calls": True}
 
-NO_CLIENT_TOOLS = "ChatForge runs tools on the server; send the conversation without tool messages"
+# The output given to the model for a call in a client's history whose
+# result the client did not send (every call needs an answer in history).
+MISSING_TOOL_RESULT = "Error: no result for this tool call was sent with the conversation."
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 # Put between the text of successive model turns in a stream: without it
 # "Let me check that." and "The time is…" ran together.
@@ -45,6 +47,9 @@ _FINISH_REASONS = frozenset({"stop", "length", "content_filter"})
 class PriorMessage:
     role: str  # "system" | "user" | "assistant"
     content: str
+    # An assistant message's tool rounds, as stored on ``Message.tool_rounds``
+    # (built from a client's ``tool_calls`` and ``tool`` messages).
+    tool_rounds: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -119,33 +124,103 @@ def _text_of(content: Any, *, where: str) -> str:
     raise _invalid(f"{where}: content must be a string or an array of text parts.", param="messages")
 
 
+class _HistoryBuilder:
+    """A client's messages as ChatForge history. An assistant message with
+    ``tool_calls`` and the ``tool`` messages answering it become one tool
+    round of the assistant message that follows them (as the engine stores
+    its own rounds), so the model sees them as real calls and results.
+    Clients send such history back after any tool-using reply (LangChain,
+    LangGraph, ``llm``); it used to be refused."""
+
+    def __init__(self) -> None:
+        self.messages: list[PriorMessage] = []
+        self._rounds: list[dict[str, Any]] = []
+
+    def add(self, role: str, message: Mapping[str, Any], text: str, where: str) -> None:
+        if role == "assistant" and message.get("tool_calls"):
+            self._rounds.append({
+                "iteration": len(self._rounds), "assistant_response": text,
+                "tool_calls": _client_tool_calls(message["tool_calls"], where), "results": [],
+            })
+        elif role == "tool":
+            self._add_result(message, text)
+        elif role == "assistant":
+            self.messages.append(PriorMessage(role="assistant", content=text, tool_rounds=self._take_rounds()))
+        else:
+            self._close_rounds()
+            self.messages.append(PriorMessage(role="system" if role == "developer" else role, content=text))
+
+    def _add_result(self, message: Mapping[str, Any], text: str) -> None:
+        call_id = message.get("tool_call_id")
+        for round_ in reversed(self._rounds):
+            for call in round_["tool_calls"]:
+                if call["id"] == call_id:
+                    round_["results"].append({"tool_call_id": call_id, "name": call["name"], "output": text,
+                                              "status": "success", "execution_time_ms": 0})
+                    return
+        # A result for no call of this history cannot be shown to a model: left out.
+
+    def _take_rounds(self) -> list[dict[str, Any]] | None:
+        rounds, self._rounds = self._rounds, []
+        for round_ in rounds:
+            answered = {r["tool_call_id"] for r in round_["results"]}
+            round_["results"] += [{"tool_call_id": c["id"], "name": c["name"], "output": MISSING_TOOL_RESULT,
+                                   "status": "error", "execution_time_ms": 0}
+                                  for c in round_["tool_calls"] if c["id"] not in answered]
+        return rounds or None
+
+    def _close_rounds(self) -> None:
+        rounds = self._take_rounds()
+        if rounds:
+            self.messages.append(PriorMessage(role="assistant", content="", tool_rounds=rounds))
+
+
+def _client_tool_calls(raw: Any, where: str) -> list[dict[str, str]]:
+    if not isinstance(raw, list):
+        raise _invalid(f"{where}: 'tool_calls' must be an array.", param="messages")
+    calls = []
+    for j, call in enumerate(raw):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise _invalid(f"{where}.tool_calls[{j}] must be "
+                           '{"id", "type": "function", "function": {"name", "arguments"}}.', param="messages")
+        arguments = function.get("arguments")
+        calls.append({"id": str(call.get("id") or f"call_{j}"), "name": function["name"],
+                      "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments or {})})
+    return calls
+
+
 def _messages(raw: Any) -> tuple[list[PriorMessage], str]:
     if not isinstance(raw, list) or not raw:
         raise _invalid("'messages' must be a non-empty array of messages.", param="messages")
-    parsed: list[PriorMessage] = []
-    for i, message in enumerate(raw):
+    history = _HistoryBuilder()
+    for i, message in enumerate(raw[:-1]):
         where = f"messages[{i}]"
-        if not isinstance(message, Mapping):
-            raise _invalid(f"{where} must be an object with 'role' and 'content'.", param="messages")
-        role = message.get("role")
-        if role not in _ROLES:
-            raise _invalid(
-                f"{where}: unknown role {role!r}; use one of {', '.join(_ROLES)}.", param="messages"
-            )
-        if role == "tool" or message.get("tool_calls") or message.get("function_call"):
-            raise _invalid(f"{NO_CLIENT_TOOLS} ({where} is a client-side tool message).",
-                           param="messages", code="client_tools_unsupported")
-        text = _text_of(message.get("content"), where=where)
-        parsed.append(PriorMessage(role="system" if role == "developer" else role, content=text))
-    last = parsed[-1]
-    if last.role != "user":
+        role = _role_of(message, where)
+        history.add(role, message, _text_of(message.get("content"), where=where), where)
+    where = f"messages[{len(raw) - 1}]"
+    last = raw[-1]
+    if _role_of(last, where) != "user":
         raise _invalid(
-            f"The last message must be the user's (it is '{raw[-1].get('role')}'): ChatForge answers "
+            f"The last message must be the user's (it is '{last.get('role')}'): ChatForge answers "
             "the last user message.",
             param="messages",
         )
-    prior = [m for m in parsed[:-1] if m.content]
-    return prior, last.content
+    history.add("user", {}, "", where)  # closes a tool round left open before the user's message
+    prior = [m for m in history.messages[:-1] if m.content or m.tool_rounds]
+    return prior, _text_of(last.get("content"), where=where)
+
+
+def _role_of(message: Any, where: str) -> str:
+    if not isinstance(message, Mapping):
+        raise _invalid(f"{where} must be an object with 'role' and 'content'.", param="messages")
+    role = message.get("role")
+    if role not in _ROLES:
+        raise _invalid(f"{where}: unknown role {role!r}; use one of {', '.join(_ROLES)}.", param="messages")
+    if message.get("function_call"):
+        raise _invalid(f"{where}: 'function_call' (OpenAI's old function calling) is not supported; "
+                       "use 'tool_calls'.", param="messages", code="unsupported_parameter")
+    return role
 
 
 def _tool_names(raw: Any) -> list[str]:

@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from chatforge.conversations.models import Conversation, Message, Run
+from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
 from tests.fakes.openai_server import Reply, echo_user
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -259,6 +259,30 @@ def test_history_of_a_new_conversation_is_stored_and_continuing_sends_only_the_n
     assert caught.value.body["param"] == "conversation_id"
 
 
+def test_history_with_tool_calls_and_tool_messages_reaches_the_model_as_tool_rounds(stack, fake_llm, make_user):
+    """The history a client builds from a tool-using reply (LangChain,
+    LangGraph, llm) is accepted: its calls and results reach the model as
+    real tool messages, and nothing in it is run again."""
+    fake_llm.add_script("oa-history-tools", [Reply(text="Doubled: 84.")])
+    _, token = make_user()
+    call = {"id": "call_abc", "type": "function",
+            "function": {"name": "calculator", "arguments": '{"expression": "6*7"}'}}
+    completion = sdk(stack, token).chat.completions.create(model="oa-history-tools", tools=["calculator"], messages=[
+        {"role": "user", "content": "What is 6*7?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_abc", "content": '{"result": 42}'},
+        {"role": "assistant", "content": "It is 42."},
+        {"role": "user", "content": "Doubled?"},
+    ])
+    assert completion.choices[0].message.content == "Doubled: 84."
+    seen = fake_llm.requests_for("oa-history-tools")[-1]["messages"]
+    assert [m["role"] for m in seen] == ["user", "assistant", "tool", "assistant", "user"]
+    assert seen[1]["tool_calls"][0]["id"] == "call_abc" and seen[1]["tool_calls"][0]["function"]["name"] == "calculator"
+    assert seen[2] == {"role": "tool", "tool_call_id": "call_abc", "content": '{"result": 42}'}
+    run = Run.objects.get(pk=extra(completion, "run_id"))
+    assert not ToolInvocation.objects.filter(run__conversation_id=run.conversation_id).exists()  # none ran again
+
+
 @pytest.mark.parametrize(("options", "param", "text"), [
     ({"n": 2}, "n", "'n'"),
     ({"logprobs": True, "top_logprobs": 2}, "logprobs", "'top_logprobs'"),
@@ -267,8 +291,6 @@ def test_history_of_a_new_conversation_is_stored_and_continuing_sends_only_the_n
      "response_format", "'response_format'"),
     ({"tool_choice": "required", "tools": ["echo"]}, "tool_choice", "'required'"),
     ({"tools": ["no_such_tool"]}, "tools", "no_such_tool"),
-    ({"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "c", "content": "x"},
-                   {"role": "user", "content": "so?"}]}, "messages", "ChatForge runs tools on the server"),
 ])
 def test_refused_requests_get_openai_errors(stack, make_user, options, param, text):
     user, token = make_user()

@@ -12,7 +12,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from chatforge.openai_api.errors import OpenAIError
 from chatforge.openai_api.translate import (
-    NO_CLIENT_TOOLS,
+    MISSING_TOOL_RESULT,
     ChunkRenderer,
     PriorMessage,
     ToolCallOut,
@@ -104,16 +104,52 @@ def test_several_unsupported_parameters_are_all_named():
     assert "'logprobs'" in error.message and "'n'" in error.message
 
 
-@pytest.mark.parametrize("messages", [
-    [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "c1", "content": "42"},
-     {"role": "user", "content": "so?"}],
-    [{"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{}"}}]},
-     {"role": "user", "content": "so?"}],
-])
-def test_client_side_tool_messages_are_refused(messages):
-    error = refused(body(messages=messages))
-    assert NO_CLIENT_TOOLS in error.message and error.param == "messages"
+CALC = {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "6*7"}'}}
+ECHO = {"id": "c2", "type": "function", "function": {"name": "echo", "arguments": {"text": "hi"}}}
+
+
+def test_tool_calls_and_tool_messages_in_history_become_the_rounds_of_the_answer_they_led_to():
+    """What clients send back after a tool-using reply (LangChain, LangGraph,
+    llm): kept as real tool rounds, not refused."""
+    request = parse_chat_request(body(messages=[
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is 6*7?"},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [CALC, ECHO]},
+        {"role": "tool", "tool_call_id": "c2", "content": "hi"},
+        {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "42"}]},
+        {"role": "assistant", "content": "It is 42."},
+        {"role": "user", "content": "And doubled?"},
+    ]))
+    assert request.content == "And doubled?"
+    assert [(m.role, m.content) for m in request.prior] == [
+        ("system", "Be brief."), ("user", "What is 6*7?"), ("assistant", "It is 42.")]
+    [round_] = request.prior[2].tool_rounds
+    assert round_["assistant_response"] == "Let me check."
+    assert round_["tool_calls"] == [
+        {"id": "c1", "name": "calculator", "arguments": '{"expression": "6*7"}'},
+        {"id": "c2", "name": "echo", "arguments": '{"text": "hi"}'}]
+    assert [(r["tool_call_id"], r["name"], r["output"]) for r in round_["results"]] == [
+        ("c2", "echo", "hi"), ("c1", "calculator", "42")]
+
+
+def test_a_round_without_a_following_answer_or_results_is_kept_and_completed():
+    request = parse_chat_request(body(messages=[
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [CALC]},
+        {"role": "tool", "tool_call_id": "not-a-call", "content": "stray"},  # left out
+        {"role": "user", "content": "so?"},
+    ]))
+    assert [(m.role, m.content) for m in request.prior] == [("user", "hi"), ("assistant", "")]
+    [round_] = request.prior[1].tool_rounds
+    assert [(r["tool_call_id"], r["status"], r["output"]) for r in round_["results"]] == [
+        ("c1", "error", MISSING_TOOL_RESULT)]
+
+
+def test_a_history_ending_in_a_tool_message_is_refused_with_what_to_send():
+    error = refused(body(messages=[{"role": "user", "content": "hi"},
+                                   {"role": "assistant", "content": None, "tool_calls": [CALC]},
+                                   {"role": "tool", "tool_call_id": "c1", "content": "42"}]))
+    assert "last message must be the user's" in error.message and error.param == "messages"
 
 
 @pytest.mark.parametrize(("payload", "param", "text"), [
