@@ -26,6 +26,11 @@ IDEMPOTENCY_KEY_DESCRIPTION = (
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key", str, OpenApiParameter.HEADER, required=False, description=IDEMPOTENCY_KEY_DESCRIPTION
 )
+CONVERSATION_SOURCE = OpenApiParameter(
+    "source", str, OpenApiParameter.QUERY, required=False, enum=["chat", "openai"],
+    description="Only conversations made on the chat page or the REST API (chat), or by OpenAI clients "
+                "through /v1 (openai). Absent: all.",
+)
 IDEMPOTENCY_KEY_REUSED = OpenApiExample(
     "Idempotency-Key reused for another message",
     value={"error": {"code": "idempotency_key_reused",
@@ -96,7 +101,7 @@ TOOL_RESULT = OpenApiExample(
 
 CONVERSATION = OpenApiExample(
     "Conversation",
-    value={"id": "3a6e14e8-20fb-47a6-88bb-f1cc4b4fe6c5", "title": "What is 6*7?",
+    value={"id": "3a6e14e8-20fb-47a6-88bb-f1cc4b4fe6c5", "title": "What is 6*7?", "source": "chat",
            "created_at": "2026-01-01T10:00:00Z", "updated_at": "2026-01-01T10:00:03Z"},
     response_only=True,
 )

@@ -11,8 +11,8 @@ from chatforge.conversations.models import Conversation, Message, Run
 class ConversationSerializer(serializers.ModelSerializer):
     class Meta:
         model = Conversation
-        fields = ["id", "title", "created_at", "updated_at"]
-        read_only_fields = ["id", "created_at", "updated_at"]
+        fields = ["id", "title", "source", "created_at", "updated_at"]
+        read_only_fields = ["id", "source", "created_at", "updated_at"]
 
 
 class MessageSerializer(serializers.ModelSerializer):

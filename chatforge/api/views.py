@@ -10,6 +10,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -45,7 +46,7 @@ def _event_urls(request: Request, run_id: str) -> dict[str, str]:
 
 
 @extend_schema_view(
-    list=extend_schema(examples=[schema.CONVERSATION]),
+    list=extend_schema(examples=[schema.CONVERSATION], parameters=[schema.CONVERSATION_SOURCE]),
     create=extend_schema(examples=[schema.CONVERSATION_CREATE, schema.CONVERSATION]),
     retrieve=extend_schema(examples=[schema.CONVERSATION, schema.NOT_FOUND]),
     destroy=extend_schema(responses={204: None, 404: dict}, examples=[schema.NOT_FOUND]),
@@ -60,7 +61,10 @@ class ConversationViewSet(
     serializer_class = ConversationSerializer
 
     def get_queryset(self):
-        return selectors.conversations_of(self.request.user)
+        source = self.request.query_params.get("source") if self.action == "list" else None
+        if source is not None and source not in Conversation.Source.values:
+            raise ValidationError({"source": [f"Use one of: {', '.join(Conversation.Source.values)}."]})
+        return selectors.conversations_of(self.request.user, source=source)
 
     def perform_create(self, serializer: ConversationSerializer) -> None:
         serializer.save(user=self.request.user)

@@ -9,8 +9,10 @@ from django.db.models import QuerySet
 from .models import Conversation, Message, Run
 
 
-def conversations_of(user: AbstractBaseUser) -> QuerySet[Conversation]:
-    return Conversation.objects.filter(user=user)
+def conversations_of(user: AbstractBaseUser, *, source: str | None = None) -> QuerySet[Conversation]:
+    """The user's conversations; only those of one ``Conversation.Source`` if given."""
+    conversations = Conversation.objects.filter(user=user)
+    return conversations.filter(source=source) if source is not None else conversations
 
 
 def _position(message: Message) -> tuple:

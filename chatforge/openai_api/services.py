@@ -100,7 +100,8 @@ def chat_start(*, user: AbstractBaseUser, request: ChatRequest, idempotency_key:
         return run_start(user=user, conversation=conversation, content=request.content, options=options,
                          idempotency_key=idempotency_key)
     with transaction.atomic():
-        conversation = Conversation.objects.create(user=user)
+        conversation = Conversation.objects.create(
+            user=user, source=Conversation.Source.OPENAI, title=" ".join(request.content.split())[:80])
         for prior in request.prior:
             Message.objects.create(conversation=conversation, role=prior.role, content=prior.content,
                                    tool_rounds=prior.tool_rounds or [])

@@ -33,7 +33,9 @@ def assistant_choices() -> list[dict[str, Any]]:
 
 def chat_page_data(user: AbstractBaseUser, conversation: Conversation | None) -> dict[str, Any]:
     """Sidebar, pickers, and the open conversation's history and live runs."""
-    recent = selectors.conversations_of(user)[:SIDEBAR_CONVERSATIONS]
+    # The sidebar is the person's own chats; /v1 clients' conversations are
+    # listed on their own (GET /api/conversations/?source=openai).
+    recent = selectors.conversations_of(user, source=Conversation.Source.CHAT)[:SIDEBAR_CONVERSATIONS]
     data: dict[str, Any] = {
         "conversations": ConversationSerializer(recent, many=True).data,
         "models": model_list(),

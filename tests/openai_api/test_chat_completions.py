@@ -398,3 +398,24 @@ def test_a_waiting_client_that_disconnects_cancels_the_run(stack, fake_llm, make
     run = Run.objects.get(user=user)
     assert wait_for_status(str(run.id), {"cancelled", "completed", "failed"}).status == "cancelled"
 
+
+
+def test_v1_conversations_are_kept_out_of_the_chat_sidebar(stack, fake_llm, make_user):
+    from chatforge.web.pages import chat_page_data
+
+    fake_llm.add_script("oa-apart", echo_user())
+    user, token = make_user()
+    api = httpx.Client(base_url=stack.http_url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    mine = api.post("/api/conversations/", json={"title": "my own chat"}).json()["id"]
+    completion = sdk(stack, token).chat.completions.create(
+        model="oa-apart", messages=[{"role": "user", "content": "from   a script"}], tool_choice="none")
+    from_v1 = extra(completion, "conversation_id")
+
+    assert [c["id"] for c in chat_page_data(user, None)["conversations"]] == [mine]
+    listed = {c["id"]: c for c in api.get("/api/conversations/").json()["results"]}
+    assert listed[from_v1]["source"] == "openai" and listed[from_v1]["title"] == "from a script"
+    assert listed[mine]["source"] == "chat"
+    assert [c["id"] for c in api.get("/api/conversations/?source=openai").json()["results"]] == [from_v1]
+    assert [c["id"] for c in api.get("/api/conversations/?source=chat").json()["results"]] == [mine]
+    refused = api.get("/api/conversations/?source=nope")
+    assert refused.status_code == 400 and "chat, openai" in refused.json()["error"]["message"]

@@ -14,17 +14,28 @@ from django.db import models
 
 
 class Conversation(models.Model):
+    class Source(models.TextChoices):
+        # Made by a person: the chat page, or the REST API on their behalf.
+        CHAT = "chat"
+        # Made by an OpenAI client through /v1: kept out of the chat page's
+        # sidebar (one per request would bury the person's own chats).
+        OPENAI = "openai"
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
     )
     title = models.CharField(max_length=200, blank=True)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.CHAT)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["user", "-updated_at"], name="conv_user_updated")]
+        indexes = [
+            models.Index(fields=["user", "-updated_at"], name="conv_user_updated"),
+            models.Index(fields=["user", "source", "-updated_at"], name="conv_user_source_updated"),
+        ]
 
     def __str__(self) -> str:
         return self.title or str(self.id)
