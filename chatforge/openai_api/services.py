@@ -20,7 +20,10 @@ from chatforge.api.throttles import MessagePostThrottle
 from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
 from chatforge.conversations.selectors import conversations_of, run_of
 from chatforge.llm.models import LanguageModel
+from chatforge.llm.routing import resolve_model
 from chatforge.llm.validation import all_validation_statuses
+from orchestration.providers import DEMO_MODEL
+from orchestration.providers.sampling import SUPPORTED
 from orchestration.services.runs import RunOptions, run_for_idempotency_key, run_request_cancel, run_start
 
 from .errors import OpenAIError
@@ -53,6 +56,7 @@ def _run_options(request: ChatRequest) -> RunOptions:
         "tools": request.tools,
         "reasoning_effort": request.reasoning_effort,
         "assistant": request.assistant,
+        "sampling": request.sampling or None,
     }
     if request.tools == []:
         options["max_iterations"] = 0  # tool_choice "none": the model is offered no tools at all
@@ -111,6 +115,15 @@ def chat_start(*, user: AbstractBaseUser, request: ChatRequest, idempotency_key:
             # A repeat that raced the first request: keep none of this request's rows.
             transaction.set_rollback(True)
         return run
+
+
+def ignored_parameters(*, model: str, sampling: dict[str, Any]) -> list[str]:
+    """The sampling parameters the model's provider does not have (they are
+    sent to nobody): told to the client in ``X-ChatForge-Ignored-Parameters``."""
+    if not sampling:
+        return []
+    kind = DEMO_MODEL if model == DEMO_MODEL else str(resolve_model(model).kind)
+    return sorted(set(sampling) - SUPPORTED.get(kind, frozenset()))
 
 
 def chat_cancel(*, user: AbstractBaseUser, run_id: str) -> None:

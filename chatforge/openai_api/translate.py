@@ -22,12 +22,13 @@ from .errors import OpenAIError
 SUPPORTED = frozenset({
     "model", "messages", "tools", "tool_choice", "stream", "stream_options", "temperature",
     "max_tokens", "max_completion_tokens", "reasoning_effort", "conversation_id", "assistant",
-    "show_tool_calls",
+    "show_tool_calls", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "response_format",
+    "parallel_tool_calls",
 })
 # Parameters that do not change the answer; accepted and ignored.
 IGNORED = frozenset({"user", "metadata", "store", "safety_identifier", "prompt_cache_key", "service_tier"})
 # Parameters accepted only with the value that means "the default".
-_DEFAULT_ONLY: dict[str, Any] = {"n": 1, "logprobs": False, "parallel_tool_calls": True}
+_DEFAULT_ONLY: dict[str, Any] = {"n": 1, "logprobs": False}
 
 # The output given to the model for a call in a client's history whose
 # result the client did not send (every call needs an answer in history).
@@ -65,6 +66,10 @@ class ChatRequest:
     reasoning_effort: str | None = None
     conversation_id: str | None = None
     assistant: str = ""
+    # top_p, stop, seed, penalties, response_format, parallel_tool_calls and a
+    # forcing tool_choice, checked; each provider applies what it has
+    # (orchestration/providers/sampling.py).
+    sampling: dict[str, Any] = field(default_factory=dict)
     # Stream the server's tool calls as standard ``tool_calls`` deltas (the
     # seed's format, for clients that know ChatForge ran them). Off by
     # default: every other client takes such deltas as calls to run itself
@@ -95,8 +100,6 @@ def _check_unsupported(body: Mapping[str, Any]) -> None:
         if key in _DEFAULT_ONLY and value == _DEFAULT_ONLY[key]:
             continue
         if key == "modalities" and isinstance(value, list) and all(m == "text" for m in value):
-            continue
-        if key == "response_format" and isinstance(value, Mapping) and value.get("type") == "text":
             continue
         unsupported.append(key)
     if unsupported:
@@ -252,18 +255,88 @@ def _tool_names(raw: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _tool_choice_allows_tools(raw: Any) -> bool:
+def _tool_choice(raw: Any, tools: list[str] | None) -> tuple[bool, Any]:
+    """``(tools allowed, the choice to send)``: "none" offers no tools at
+    all; "required" and a named function force a call on the first turn."""
     if raw is None or raw == "auto":
-        return True
+        return True, None
     if raw == "none":
-        return False
+        return False, None
+    if raw == "required":
+        if tools == []:
+            raise _invalid("tool_choice 'required' needs tools; 'tools' is empty.", param="tool_choice")
+        return True, "required"
+    if isinstance(raw, Mapping) and raw.get("type") == "function":
+        function = raw.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise _invalid('tool_choice must name its function: {"type": "function", "function": {"name": "..."}}.',
+                           param="tool_choice")
+        if tools is not None and name not in tools:
+            raise _invalid(f"tool_choice names '{name}', which is not in 'tools' ({', '.join(tools) or 'none'}).",
+                           param="tool_choice")
+        return True, {"type": "function", "function": {"name": name}}
     shown = json.dumps(raw) if not isinstance(raw, str) else f"'{raw}'"
     raise _invalid(
-        f"tool_choice {shown} is not supported: ChatForge accepts 'auto' (the model decides) and "
-        "'none' (no tools).",
+        f"tool_choice {shown} is not supported: use 'auto', 'none', 'required' or "
+        '{"type": "function", "function": {"name": "..."}}.',
         param="tool_choice",
         code="unsupported_value",
     )
+
+
+def _stop(value: Any) -> str | list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value:
+        return value
+    if (isinstance(value, list) and 0 < len(value) <= 4
+            and all(isinstance(v, str) and v for v in value)):
+        return value
+    raise _invalid("'stop' must be a non-empty string or an array of 1 to 4 non-empty strings.", param="stop")
+
+
+def _response_format(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, Mapping) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind == "json_schema":
+        spec = value.get("json_schema")
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("schema", {}), Mapping):
+            raise _invalid("response_format json_schema needs 'json_schema': {\"name\", \"schema\": {...}}.",
+                           param="response_format")
+        return {"type": "json_schema", "json_schema": dict(spec)}
+    raise _invalid("'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                   "{\"type\": \"json_schema\", \"json_schema\": {...}}.", param="response_format")
+
+
+def _seed(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
+        raise _invalid("'seed' must be an integer.", param="seed")
+    return value
+
+
+def _sampling(body: Mapping[str, Any], tool_choice: Any) -> dict[str, Any]:
+    parallel = body.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise _invalid("'parallel_tool_calls' must be true or false.", param="parallel_tool_calls")
+    sampling = {
+        "top_p": _number(body, "top_p", low=0, high=1),
+        "stop": _stop(body.get("stop")),
+        "seed": _seed(body.get("seed")),
+        "presence_penalty": _number(body, "presence_penalty", low=-2, high=2),
+        "frequency_penalty": _number(body, "frequency_penalty", low=-2, high=2),
+        "response_format": _response_format(body.get("response_format")),
+        "parallel_tool_calls": parallel,
+        "tool_choice": tool_choice,
+    }
+    return {key: value for key, value in sampling.items() if value is not None}
 
 
 def _number(body: Mapping[str, Any], name: str, *, low: float, high: float) -> float | None:
@@ -320,7 +393,8 @@ def parse_chat_request(body: Any, *, show_tool_calls_header: str | None = None) 
     tools: list[str] | None = None
     if body.get("tools") is not None:
         tools = _tool_names(body["tools"])
-    if not _tool_choice_allows_tools(body.get("tool_choice")):
+    tools_allowed, tool_choice = _tool_choice(body.get("tool_choice"), tools)
+    if not tools_allowed:
         tools = []
     stream = body.get("stream") or False
     if not isinstance(stream, bool):
@@ -344,6 +418,7 @@ def parse_chat_request(body: Any, *, show_tool_calls_header: str | None = None) 
         conversation_id=conversation_id,
         assistant=_optional_str(body, "assistant") or "",
         show_tool_calls=_show_tool_calls(body, show_tool_calls_header),
+        sampling=_sampling(body, tool_choice),
     )
 
 

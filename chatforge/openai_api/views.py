@@ -61,6 +61,8 @@ from .translate import (
 
 logger = logging.getLogger(__name__)
 
+# The request's sampling parameters the model's provider does not have.
+IGNORED_PARAMETERS_HEADER = "X-ChatForge-Ignored-Parameters"
 _BLOCK_MS = 5000  # one wait on the event log
 _KEEPALIVE_S = 15.0  # an SSE comment when nothing was sent for this long (proxies close idle streams)
 _MAX_READ_FAILURES = 30
@@ -220,6 +222,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         await db_sync_to_async(services.check_message_rate)(user=user, meta=request.META)
         run = await db_sync_to_async(services.chat_start)(
             user=user, request=chat, idempotency_key=idempotency_key)
+        ignored = await db_sync_to_async(services.ignored_parameters)(model=chat.model, sampling=chat.sampling)
     except OpenAIError as exc:
         return exc.response()
     except ChatForgeError as exc:
@@ -233,6 +236,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         run_id=run_id,
     )
     headers = {"X-ChatForge-Conversation-Id": conversation_id, "X-ChatForge-Run-Id": run_id}
+    if ignored:
+        headers[IGNORED_PARAMETERS_HEADER] = ", ".join(ignored)
     if run.replayed:
         headers["Idempotent-Replayed"] = "true"  # the first request's run, followed from its start
     if chat.stream:

@@ -22,9 +22,13 @@ Options (``TurnRequest.options``):
   - ``"adaptive"`` (Claude 4.6 and later, which reject ``budget_tokens``):
     ``thinking={"type": "adaptive"}`` and ``output_config={"effort": E}``
     with minimal mapped to ``low``.
-* ``temperature``, ``verbosity`` and anything else are ignored: the pinned SDK
-  (API version 2026-10-21) has no sampling parameters — the API answers 400
-  to ``temperature`` even at 1.0 — and there is no verbosity setting.
+* ``stop`` → ``stop_sequences``; ``tool_choice`` (auto / required → any /
+  none / a named function → tool) and ``parallel_tool_calls: false`` →
+  ``disable_parallel_tool_use``, sent only with tools.
+* ``temperature``, ``top_p``, ``seed``, the penalties, ``response_format``,
+  ``verbosity`` and anything else are ignored: the pinned SDK (API version
+  2026-10-21) has no sampling parameters — the API answers 400 to
+  ``temperature`` even at 1.0 — and there is no verbosity setting.
 
 Thinking and tools: the API wants the thinking blocks of a tool-using turn
 sent back, with their signatures, before its ``tool_use`` blocks. The adapter
@@ -75,6 +79,7 @@ from orchestration.providers.base import (
     TurnResult,
 )
 from orchestration.providers.failures import logged_failure
+from orchestration.providers.sampling import forced_tool, stop_sequences
 from orchestration.providers.shared_http import shared_http_client
 from tools.formats import to_anthropic as tools_to_anthropic
 
@@ -85,7 +90,7 @@ ThinkingMode: TypeAlias = Literal["budget", "adaptive"]
 DEFAULT_MAX_TOKENS = 4096
 THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
 ADAPTIVE_EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
-SUPPORTED_OPTIONS = frozenset({"max_tokens", "reasoning_effort"})
+SUPPORTED_OPTIONS = frozenset({"max_tokens", "reasoning_effort", "stop", "tool_choice", "parallel_tool_calls"})
 DEFAULT_HOST = "api.anthropic.com"
 # An empty key would make the SDK look for credentials in the environment and
 # in profile files on disk; a placeholder gets a clear 401 instead.
@@ -209,10 +214,35 @@ def request_params(request: TurnRequest, *, thinking_mode: ThinkingMode = "budge
         params["thinking"] = {"type": "enabled", "budget_tokens": budget}
         max_tokens += budget
     params["max_tokens"] = max_tokens
+    if options.get("stop") is not None:
+        params["stop_sequences"] = stop_sequences(options["stop"])
+    if request.tools:
+        choice = _tool_choice(options.get("tool_choice"), options.get("parallel_tool_calls"))
+        if choice is not None:
+            params["tool_choice"] = choice
     ignored = sorted(set(options) - SUPPORTED_OPTIONS)
     if ignored:
         logger.debug("Ignoring options the Anthropic adapter does not support: %s", ignored)
     return params
+
+
+def _tool_choice(choice: Any, parallel: Any) -> dict[str, Any] | None:
+    """OpenAI's ``tool_choice`` and ``parallel_tool_calls`` as Anthropic's one
+    ``tool_choice``; None where both are the default (auto, parallel)."""
+    forced = forced_tool(choice)
+    if forced:
+        result: dict[str, Any] = {"type": "tool", "name": forced}
+    elif choice == "required":
+        result = {"type": "any"}
+    elif choice == "none":
+        return {"type": "none"}
+    elif parallel is False:
+        result = {"type": "auto"}
+    else:
+        return None
+    if parallel is False:
+        result["disable_parallel_tool_use"] = True
+    return result
 
 
 def _tool_params(request: TurnRequest, conversation: AnthropicConversation) -> dict[str, Any]:

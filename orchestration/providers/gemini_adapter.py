@@ -71,6 +71,7 @@ from orchestration.providers.base import (
     TurnResult,
 )
 from orchestration.providers.failures import logged_failure
+from orchestration.providers.sampling import forced_tool, json_output, stop_sequences
 from tools.formats import to_gemini
 
 logger = logging.getLogger(__name__)
@@ -83,7 +84,8 @@ _API_VERSIONS = ("v1beta", "v1alpha", "v1")
 PLACEHOLDER_API_KEY = "no-key-configured"
 THINKING_BUDGETS = {"minimal": 512, "low": 1024, "medium": 8192, "high": 24576}
 THINKING_LEVELS = {"minimal": "MINIMAL", "low": "LOW", "medium": "MEDIUM", "high": "HIGH"}
-SUPPORTED_OPTIONS = frozenset({"temperature", "max_tokens", "reasoning_effort"})
+SUPPORTED_OPTIONS = frozenset({"temperature", "max_tokens", "reasoning_effort", "top_p", "stop", "seed",
+                               "presence_penalty", "frequency_penalty", "response_format", "tool_choice"})
 CONTENT_FILTER_REASONS = frozenset(
     {
         "SAFETY",
@@ -277,6 +279,19 @@ def _config(request: TurnRequest, *, system_instruction: str | None) -> types.Ge
         config["temperature"] = float(options["temperature"])
     if options.get("max_tokens") is not None:
         config["max_output_tokens"] = int(options["max_tokens"])
+    for ours, theirs in (("top_p", "top_p"), ("seed", "seed"), ("presence_penalty", "presence_penalty"),
+                         ("frequency_penalty", "frequency_penalty")):
+        if options.get(ours) is not None:
+            config[theirs] = options[ours]
+    if options.get("stop") is not None:
+        config["stop_sequences"] = stop_sequences(options["stop"])
+    wants_json, schema, _ = json_output(options.get("response_format"))
+    if wants_json:
+        config["response_mime_type"] = "application/json"
+        if schema is not None:
+            config["response_json_schema"] = schema
+    if tools and options.get("tool_choice") is not None:
+        config["tool_config"] = _tool_config(options["tool_choice"])
     effort = options.get("reasoning_effort")
     if effort is not None:
         config["thinking_config"] = thinking_config(request.model, str(effort))
@@ -286,6 +301,19 @@ def _config(request: TurnRequest, *, system_instruction: str | None) -> types.Ge
     if ignored:
         logger.debug("Ignoring options the Gemini adapter does not support: %s", ignored)
     return types.GenerateContentConfig(**config)
+
+
+def _tool_config(choice: Any) -> types.ToolConfig:
+    """OpenAI's ``tool_choice`` as Gemini's function-calling mode: required →
+    ANY, a named function → ANY limited to it, none → NONE, auto → AUTO."""
+    forced = forced_tool(choice)
+    if forced:
+        calling = types.FunctionCallingConfig(mode=types.FunctionCallingConfigMode.ANY,
+                                              allowed_function_names=[forced])
+    else:
+        mode = {"required": "ANY", "none": "NONE"}.get(choice, "AUTO")
+        calling = types.FunctionCallingConfig(mode=types.FunctionCallingConfigMode(mode))
+    return types.ToolConfig(function_calling_config=calling)
 
 
 def thinking_config(model: str, effort: str) -> types.ThinkingConfig:

@@ -66,6 +66,7 @@ from orchestration.providers.base import (
 )
 from orchestration.providers.failures import logged_failure
 from orchestration.providers.retry_hints import retry_after_from_headers
+from orchestration.providers.sampling import json_output, stop_sequences
 from tools.formats import to_openai
 
 logger = logging.getLogger(__name__)
@@ -80,7 +81,8 @@ THINK_LEVELS: dict[str, str | bool] = {
     "medium": "medium",
     "high": "high",
 }
-SUPPORTED_OPTIONS = frozenset({"temperature", "max_tokens", "reasoning_effort"})
+SUPPORTED_OPTIONS = frozenset({"temperature", "max_tokens", "reasoning_effort", "top_p", "stop", "seed",
+                               "presence_penalty", "frequency_penalty", "response_format"})
 MAX_DETAIL_CHARS = 500
 
 
@@ -267,8 +269,16 @@ def request_body(request: TurnRequest, *, think_levels: bool = True) -> dict[str
         options["temperature"] = request.options["temperature"]
     if request.options.get("max_tokens") is not None:
         options["num_predict"] = request.options["max_tokens"]
+    for name in ("top_p", "seed", "presence_penalty", "frequency_penalty"):
+        if request.options.get(name) is not None:
+            options[name] = request.options[name]
+    if request.options.get("stop") is not None:
+        options["stop"] = stop_sequences(request.options["stop"])
     if options:
         body["options"] = options
+    wants_json, schema, _ = json_output(request.options.get("response_format"))
+    if wants_json:
+        body["format"] = schema if schema is not None else "json"
     think = think_value(request.options.get("reasoning_effort"), levels=think_levels)
     if think is not None:
         body["think"] = think

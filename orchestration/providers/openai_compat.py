@@ -43,7 +43,12 @@ logger = logging.getLogger(__name__)
 CHUNK_OBJECT = "chat.completion.chunk"
 # Options the engine may set that mean the same thing on every compatible server.
 # ``verbosity`` is OpenAI's (gpt-5); the engine only sets options the model supports.
-PASS_THROUGH_OPTIONS = ("temperature", "max_tokens", "reasoning_effort", "verbosity")
+PASS_THROUGH_OPTIONS = (
+    "temperature", "max_tokens", "reasoning_effort", "verbosity",
+    "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "response_format",
+)
+# Only meaningful with tools (a server may refuse them without).
+TOOL_OPTIONS = ("parallel_tool_calls", "tool_choice")
 # Non-standard delta fields carrying "thinking" text: vLLM/DeepSeek use
 # ``reasoning_content``, Ollama/OpenRouter/newer vLLM ``reasoning``. Read one
 # per delta so a server sending both does not double the text.
@@ -193,10 +198,10 @@ def request_params(request: TurnRequest) -> dict[str, Any]:
     }
     if request.tools:
         params["tools"] = request.tools
-    for key in PASS_THROUGH_OPTIONS:
+    for key in PASS_THROUGH_OPTIONS + (TOOL_OPTIONS if request.tools else ()):
         if request.options.get(key) is not None:
             params[key] = request.options[key]
-    ignored = sorted(set(request.options) - set(PASS_THROUGH_OPTIONS))
+    ignored = sorted(set(request.options) - set(PASS_THROUGH_OPTIONS) - set(TOOL_OPTIONS))
     if ignored:
         logger.debug("Ignoring options the OpenAI adapter does not support: %s", ignored)
     return params

@@ -52,12 +52,14 @@ from orchestration.providers.base import (
     TurnResult,
 )
 from orchestration.providers.failures import logged_failure
+from orchestration.providers.sampling import forced_tool, json_output
 from tools.formats import to_openai_responses
 
 logger = logging.getLogger(__name__)
 
 EMPTY_ARGUMENTS = "{}"
-SUPPORTED_OPTIONS = frozenset({"reasoning_effort", "verbosity", "max_tokens", "temperature"})
+SUPPORTED_OPTIONS = frozenset({"reasoning_effort", "verbosity", "max_tokens", "temperature", "top_p",
+                               "response_format", "parallel_tool_calls", "tool_choice"})
 # ``incomplete_details.reason`` -> our finish_reason.
 INCOMPLETE_REASONS = {"max_output_tokens": "length", "content_filter": "content_filter"}
 # Events that end a stream. ``response.done`` is what some proxies send.
@@ -188,8 +190,24 @@ def request_params(request: TurnRequest, *, reasoning_summary: str | None = "aut
         if reasoning_summary:
             reasoning["summary"] = reasoning_summary
         params["reasoning"] = reasoning
+    text: dict[str, Any] = {}
     if options.get("verbosity") is not None:
-        params["text"] = {"verbosity": options["verbosity"]}
+        text["verbosity"] = options["verbosity"]
+    wants_json, schema, schema_name = json_output(options.get("response_format"))
+    if wants_json:
+        text["format"] = ({"type": "json_schema", "name": schema_name, "schema": schema}
+                          if schema is not None else {"type": "json_object"})
+    if text:
+        params["text"] = text
+    if options.get("top_p") is not None:
+        params["top_p"] = options["top_p"]
+    if request.tools:
+        if options.get("parallel_tool_calls") is not None:
+            params["parallel_tool_calls"] = options["parallel_tool_calls"]
+        choice = options.get("tool_choice")
+        if choice is not None:
+            forced = forced_tool(choice)
+            params["tool_choice"] = {"type": "function", "name": forced} if forced else choice
     if options.get("max_tokens") is not None:
         params["max_output_tokens"] = options["max_tokens"]
     if options.get("temperature") is not None:

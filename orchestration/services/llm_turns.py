@@ -25,6 +25,7 @@ from ..history import TurnInput, input_for_turn
 from ..providers import ProviderError, ResolvedModel, resolve
 from ..providers.base import ChatProvider, ReasoningDelta, TextDelta, ToolCall, TurnRequest, TurnResult
 from ..providers.retry_policy import policy_for
+from ..providers.sampling import SAMPLING_OPTIONS
 from ..tooling import get_registry
 from .claims import claim_turn, extras_of, mark_run_running, release_turn
 from .cancel_watch import CHECK_INTERVAL_S, cancel_watch
@@ -179,13 +180,19 @@ def _request(run: Run, turn: LlmTurn, resolved: ResolvedModel, turn_input: TurnI
         "verbosity": resolved.supports_verbosity,
         "temperature": True,
         "max_tokens": True,
+        **dict.fromkeys(SAMPLING_OPTIONS, True),
     }
+    options = {k: v for k, v in run.options.items() if wanted.get(k)}
+    if turn.iteration > 0 and options.get("tool_choice") not in (None, "auto", "none"):
+        # A forced choice ("required", a named function) holds for the first
+        # turn only: forcing every turn, the model could never answer.
+        del options["tool_choice"]
     offer_tools = turn.offered_tools and resolved.supports_tools
     return TurnRequest(
         model=resolved.upstream_model,
         messages=turn_input.messages,
         tools=get_registry().specs(run.options.get("tools", [])) if offer_tools else [],
-        options={k: v for k, v in run.options.items() if wanted.get(k)},
+        options=options,
         previous_response_id=(
             _previous_response_id(run, turn_input, turn.iteration) if resolved.kind == "openai_responses" else None
         ),

@@ -18,6 +18,7 @@ from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
 from chatforge.errors import IdempotencyKeyReused, InvalidRequest, RunActive, TooManyActiveRuns, UnknownTool
 
 from .. import dispatch
+from ..providers.sampling import SAMPLING_OPTIONS
 from ..tooling import get_registry
 from .finalize import Outcome, run_finalize
 
@@ -41,6 +42,10 @@ class RunOptions:
     assistant: str = ""  # an Assistant's name
     temperature: float | None = None
     max_tokens: int | None = None
+    # OpenAI's sampling and tool-choice parameters, already checked (by /v1):
+    # top_p, stop, seed, penalties, response_format, parallel_tool_calls,
+    # tool_choice (orchestration/providers/sampling.py).
+    sampling: dict | None = None
 
 
 def _assistant(name: str) -> Assistant | None:
@@ -96,6 +101,7 @@ def check_run_options(options: RunOptions) -> dict:
         stored["temperature"] = options.temperature
     if options.max_tokens is not None:
         stored["max_tokens"] = options.max_tokens
+    stored.update({k: v for k, v in (options.sampling or {}).items() if k in SAMPLING_OPTIONS and v is not None})
     if assistant is not None:
         stored["assistant"] = assistant.name
         stored["system_prompt"] = assistant.system_prompt

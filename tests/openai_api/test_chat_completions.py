@@ -287,9 +287,9 @@ def test_history_with_tool_calls_and_tool_messages_reaches_the_model_as_tool_rou
     ({"n": 2}, "n", "'n'"),
     ({"logprobs": True, "top_logprobs": 2}, "logprobs", "'top_logprobs'"),
     ({"functions": [{"name": "f", "parameters": {}}]}, "functions", "'functions'"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}},
-     "response_format", "'response_format'"),
-    ({"tool_choice": "required", "tools": ["echo"]}, "tool_choice", "'required'"),
+    ({"response_format": {"type": "xml"}}, "response_format", "'response_format' must be"),
+    ({"tool_choice": {"type": "function", "function": {"name": "calculator"}}, "tools": ["echo"]},
+     "tool_choice", "not in 'tools'"),
     ({"tools": ["no_such_tool"]}, "tools", "no_such_tool"),
 ])
 def test_refused_requests_get_openai_errors(stack, make_user, options, param, text):
@@ -419,3 +419,42 @@ def test_v1_conversations_are_kept_out_of_the_chat_sidebar(stack, fake_llm, make
     assert [c["id"] for c in api.get("/api/conversations/?source=chat").json()["results"]] == [mine]
     refused = api.get("/api/conversations/?source=nope")
     assert refused.status_code == 400 and "chat, openai" in refused.json()["error"]["message"]
+
+
+def test_sampling_parameters_reach_the_model_and_a_forced_tool_choice_holds_for_the_first_turn(
+    stack, fake_llm, make_user
+):
+    fake_llm.add_script("oa-sampling", [Reply(tool_calls=[("calculator", {"expression": "6*7"})]),
+                                        Reply(text='{"n": 42}')])
+    _, token = make_user()
+    schema = {"name": "answer", "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+
+    completion = sdk(stack, token).chat.completions.with_raw_response.create(
+        model="oa-sampling", messages=[{"role": "user", "content": "6*7 as JSON"}], tools=["calculator"],
+        tool_choice="required", top_p=0.5, stop=["END"], seed=7, presence_penalty=0.1, frequency_penalty=0.2,
+        response_format={"type": "json_schema", "json_schema": schema}, parallel_tool_calls=False, user="me",
+    )
+    assert "x-chatforge-ignored-parameters" not in completion.headers  # an OpenAI-compatible model has them all
+    assert completion.parse().choices[0].message.content == '{"n": 42}'
+    first, second = fake_llm.requests_for("oa-sampling")[-2:]
+    for sent in (first, second):
+        assert (sent["top_p"], sent["stop"], sent["seed"]) == (0.5, ["END"], 7)
+        assert (sent["presence_penalty"], sent["frequency_penalty"]) == (0.1, 0.2)
+        assert sent["response_format"] == {"type": "json_schema", "json_schema": schema}
+        assert sent["parallel_tool_calls"] is False
+    # Forcing a call holds for the first turn only, else the model could never answer.
+    assert first["tool_choice"] == "required" and "tool_choice" not in second
+
+
+def test_parameters_the_provider_lacks_are_named_in_a_header(stack, make_user):
+    from chatforge.llm.models import LanguageModel, Provider
+
+    provider = Provider.objects.create(name="claude-here", kind="anthropic", base_url="http://127.0.0.1:9")
+    LanguageModel.objects.create(name="claude-sampling", provider=provider)
+    _, token = make_user()
+    body = {"model": "claude-sampling", "stream": True, "messages": [{"role": "user", "content": "hi"}],
+            "seed": 1, "top_p": 0.5, "stop": "END"}
+    with httpx.stream("POST", stack.http_url + "/v1/chat/completions", json=body, timeout=60,
+                      headers={"Authorization": f"Bearer {token}"}) as response:
+        assert response.status_code == 200
+        assert response.headers["x-chatforge-ignored-parameters"] == "seed, top_p"

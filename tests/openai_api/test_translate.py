@@ -73,18 +73,49 @@ def test_tools_by_name_and_by_spec():
     assert parse_chat_request(body(tool_choice="none")).tools == []
 
 
-@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "echo"}}])
-def test_other_tool_choices_are_refused_by_value(choice):
-    error = refused(body(tools=["echo"], tool_choice=choice))
-    assert error.param == "tool_choice" and error.code == "unsupported_value"
-    assert (choice if isinstance(choice, str) else '"function"') in error.message
+@pytest.mark.parametrize(("choice", "sent"), [
+    ("required", "required"),
+    ({"type": "function", "function": {"name": "echo"}}, {"type": "function", "function": {"name": "echo"}}),
+])
+def test_forcing_tool_choices_are_kept_for_the_provider(choice, sent):
+    request = parse_chat_request(body(tools=["echo"], tool_choice=choice))
+    assert request.tools == ["echo"] and request.sampling == {"tool_choice": sent}
+
+
+@pytest.mark.parametrize(("payload", "says"), [
+    (body(tools=["echo"], tool_choice={"type": "function", "function": {"name": "calculator"}}), "not in 'tools'"),
+    (body(tools=[], tool_choice="required"), "needs tools"),
+    (body(tools=["echo"], tool_choice={"type": "allowed_tools", "allowed_tools": {}}), "is not supported"),
+])
+def test_tool_choices_that_cannot_be_honoured_are_refused(payload, says):
+    error = refused(payload)
+    assert error.param == "tool_choice" and says in error.message
+
+
+def test_sampling_parameters_are_checked_and_kept():
+    schema = {"name": "answer", "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+    request = parse_chat_request(body(
+        top_p=0.9, stop=["END", "STOP"], seed=7, presence_penalty=-0.5, frequency_penalty=1,
+        response_format={"type": "json_schema", "json_schema": schema}, parallel_tool_calls=False, user="u1"))
+    assert request.sampling == {
+        "top_p": 0.9, "stop": ["END", "STOP"], "seed": 7, "presence_penalty": -0.5, "frequency_penalty": 1.0,
+        "response_format": {"type": "json_schema", "json_schema": schema}, "parallel_tool_calls": False}
+    assert parse_chat_request(body(response_format={"type": "json_object"})).sampling == {
+        "response_format": {"type": "json_object"}}
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("top_p", 1.5), ("stop", ["a", "b", "c", "d", "e"]), ("stop", ""), ("seed", 1.5), ("seed", True),
+    ("presence_penalty", 3), ("response_format", {"type": "xml"}), ("parallel_tool_calls", "no"),
+])
+def test_bad_sampling_values_are_refused_naming_the_parameter(field, value):
+    assert refused(body(**{field: value})).param == field
 
 
 @pytest.mark.parametrize(("field", "value"), [
     ("n", 2), ("logprobs", True), ("top_logprobs", 3), ("functions", [{"name": "f"}]),
-    ("audio", {"voice": "alloy"}), ("modalities", ["text", "audio"]), ("top_p", 0.5),
-    ("response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}),
-    ("parallel_tool_calls", False), ("no_such_thing", 1),
+    ("audio", {"voice": "alloy"}), ("modalities", ["text", "audio"]), ("logit_bias", {"1": 2}),
+    ("no_such_thing", 1),
 ])
 def test_unsupported_parameters_are_named(field, value):
     error = refused(body(**{field: value}))
@@ -94,7 +125,7 @@ def test_unsupported_parameters_are_named(field, value):
 
 def test_default_values_of_unsupported_parameters_pass():
     request = parse_chat_request(body(n=1, logprobs=False, modalities=["text"], response_format={"type": "text"},
-                                      parallel_tool_calls=True, user="u1", metadata={"a": "b"}, top_p=None))
+                                      user="u1", metadata={"a": "b"}, top_p=None))
     # Accepted and ignored: the request reads exactly as it would without them.
     assert request == parse_chat_request(body())
 

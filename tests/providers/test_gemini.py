@@ -739,3 +739,21 @@ def test_signature_fallback_marks_only_unsigned_call_turns() -> None:
     assert [p.get("thoughtSignature") for p in contents[1]["parts"]] == ["c2ln"]
     assert [p.get("thoughtSignature") for p in contents[3]["parts"]] == [SKIP_SIGNATURE_SENTINEL, None]
     assert contents[4]["parts"][0]["functionResponse"]["response"] == {"result": "2"}
+
+
+def test_sampling_options_and_a_forced_tool_reach_the_wire(server: FakeGeminiServer) -> None:
+    server.add_script(MODEL, text_reply("{}"))
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    collect(provider(server).stream_turn(ask(tools=TOOLS, options={
+        "top_p": 0.5, "stop": "END", "seed": 3, "presence_penalty": 0.5, "frequency_penalty": -1.0,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}},
+        "tool_choice": {"type": "function", "function": {"name": TOOLS[0]["function"]["name"]}},
+    })))
+    body = server.requests[0]
+    config = {key.replace("_", "").lower(): value for key, value in body["generationConfig"].items()}
+    assert (config["topp"], config["stopsequences"], config["seed"]) == (0.5, ["END"], 3)
+    assert (config["presencepenalty"], config["frequencypenalty"]) == (0.5, -1.0)
+    assert config["responsemimetype"] == "application/json" and config["responsejsonschema"] == schema
+    calling = body["toolConfig"]["functionCallingConfig"]
+    assert calling["mode"] == "ANY"
+    assert calling["allowedFunctionNames"] == [TOOLS[0]["function"]["name"]]
