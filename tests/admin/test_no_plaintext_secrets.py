@@ -41,10 +41,10 @@ pytestmark = pytest.mark.django_db
 # Routes (as ``resolve(path).route`` spells them) not fetched, and why.
 UNCRAWLED_ROUTES: dict[str, str] = {
     "admin/": "the admin is crawled from admin.site._registry (admin_page_urls)",
-    "api/tools/test/?$": "POST only (runs a model test)",
-    "api/tools/(?P<name>[a-zA-Z0-9_-]{1,64})/invoke/$": "POST only (staff); HTTP tools redact secrets from results",
+    "api/tools/test/": "POST only (runs a model test)",
+    "api/tools/(?P<name>[a-zA-Z0-9_-]{1,64})/invoke/$": "POST only (staff); the executor scrubs secrets from results",
     "api/runs/(?P<pk>[^/.]+)/cancel/$": "POST only",
-    "api/runs/<str:run_id>/events/": "an event stream; events carry tool outputs, which HTTP tools redact",
+    "api/runs/<str:run_id>/events/": "an event stream; events carry tool outputs, which the executor scrubs of secrets",
     "api/secrets/<str:name>/": "PUT and DELETE only",
     "v1/chat/completions": "POST only",
     "settings/secrets/": "POST only (the settings page's form)",
