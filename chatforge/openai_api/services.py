@@ -51,14 +51,17 @@ def check_message_rate(*, user: AbstractBaseUser, meta: dict[str, Any]) -> None:
 
 
 def _run_options(request: ChatRequest) -> RunOptions:
+    tools = request.tools
+    if tools is None and not request.assistant and settings.CHATFORGE_OPENAI_DEFAULT_TOOLS is not None:
+        tools = list(settings.CHATFORGE_OPENAI_DEFAULT_TOOLS)
     options: dict[str, Any] = {
         "model": request.model,
-        "tools": request.tools,
+        "tools": tools,
         "reasoning_effort": request.reasoning_effort,
         "assistant": request.assistant,
         "sampling": request.sampling or None,
     }
-    if request.tools == []:
+    if tools == []:
         options["max_iterations"] = 0  # tool_choice "none": the model is offered no tools at all
     # The sampling options reach the provider once the engine's RunOptions
     # carries them; until then they are accepted and not applied.

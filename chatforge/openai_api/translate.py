@@ -58,7 +58,7 @@ class ChatRequest:
     model: str
     content: str  # the new user message
     prior: list[PriorMessage] = field(default_factory=list)  # earlier messages (new conversations only)
-    tools: list[str] | None = None  # None: ChatForge's default tools; []: none
+    tools: list[str] | None = None  # None: the default tools (CHATFORGE_OPENAI_DEFAULT_TOOLS); []: none
     stream: bool = False
     include_usage: bool = False
     temperature: float | None = None
@@ -263,8 +263,6 @@ def _tool_choice(raw: Any, tools: list[str] | None) -> tuple[bool, Any]:
     if raw == "none":
         return False, None
     if raw == "required":
-        if tools == []:
-            raise _invalid("tool_choice 'required' needs tools; 'tools' is empty.", param="tool_choice")
         return True, "required"
     if isinstance(raw, Mapping) and raw.get("type") == "function":
         function = raw.get("function")
@@ -391,8 +389,13 @@ def parse_chat_request(body: Any, *, show_tool_calls_header: str | None = None) 
     if conversation_id is not None:
         prior = []  # the stored conversation is the history: only the last user message is new
     tools: list[str] | None = None
-    if body.get("tools") is not None:
+    if body.get("tools"):
         tools = _tool_names(body["tools"])
+    elif body.get("tools") is not None and not isinstance(body["tools"], list):
+        _tool_names(body["tools"])  # the error for a 'tools' that is not an array
+    # An empty 'tools' (OpenAI itself refuses one) reads as absent: it is
+    # what litellm sends for tools given by name (it drops every entry that
+    # is not a spec). "No tools" is tool_choice "none".
     tools_allowed, tool_choice = _tool_choice(body.get("tool_choice"), tools)
     if not tools_allowed:
         tools = []

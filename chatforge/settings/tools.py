@@ -19,3 +19,13 @@ CHATFORGE_LOG_TOOL_PAYLOADS: bool = env.bool("CHATFORGE_LOG_TOOL_PAYLOADS", defa
 # The same tool with the same arguments more often than this in one run gets
 # an error telling the model to stop repeating itself.
 CHATFORGE_TOOL_REPEAT_LIMIT: int = env.int("CHATFORGE_TOOL_REPEAT_LIMIT", default=2)
+
+# The tools a /v1 chat completion gets when it names none (and no assistant):
+# unset, every enabled tool (as the REST API); "none", no tools; else a
+# comma-separated list of tool names.
+_openai_default_tools = env.str("CHATFORGE_OPENAI_DEFAULT_TOOLS", default=None)
+CHATFORGE_OPENAI_DEFAULT_TOOLS: list[str] | None = (
+    None if _openai_default_tools is None
+    else [] if _openai_default_tools.strip().lower() in ("", "none")
+    else [name.strip() for name in _openai_default_tools.split(",") if name.strip()]
+)

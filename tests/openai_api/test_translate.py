@@ -84,7 +84,6 @@ def test_forcing_tool_choices_are_kept_for_the_provider(choice, sent):
 
 @pytest.mark.parametrize(("payload", "says"), [
     (body(tools=["echo"], tool_choice={"type": "function", "function": {"name": "calculator"}}), "not in 'tools'"),
-    (body(tools=[], tool_choice="required"), "needs tools"),
     (body(tools=["echo"], tool_choice={"type": "allowed_tools", "allowed_tools": {}}), "is not supported"),
 ])
 def test_tool_choices_that_cannot_be_honoured_are_refused(payload, says):
