@@ -11,6 +11,7 @@ a save. Here every body is parsed once and checked once, so such input is a
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 # Deeper than any real request (tool arguments and JSON schemas included),
@@ -26,12 +27,45 @@ def _refuse_constant(name: str) -> Any:
     raise InvalidJSON(f"{name} is not valid JSON; send numbers as finite values.")
 
 
+# A string (to its closing quote, or to the end if unterminated) or a bracket:
+# brackets inside strings are text, not nesting.
+_STRING_OR_BRACKET = r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\Z)|[\[\]{}]'
+_TOKENS_BYTES = re.compile(_STRING_OR_BRACKET.encode(), re.DOTALL)
+_TOKENS_TEXT = re.compile(_STRING_OR_BRACKET, re.DOTALL)
+_OPENING = frozenset(("[", "{", b"[", b"{"))
+_CLOSING = frozenset(("]", "}", b"]", b"}"))
+
+
+def _too_deep() -> InvalidJSON:
+    return InvalidJSON(f"The JSON is nested deeper than {MAX_JSON_DEPTH} levels; send a flatter document.")
+
+
+def check_nesting(raw: bytes | str) -> None:
+    """Refuse a document nested deeper than ``MAX_JSON_DEPTH`` before it is
+    decoded: the decoder recurses once per level, so the check has to come
+    first (a linear scan, no recursion)."""
+    opening = (b"[", b"{") if isinstance(raw, bytes) else ("[", "{")
+    if raw.count(opening[0]) + raw.count(opening[1]) <= MAX_JSON_DEPTH:
+        return  # too few brackets to nest that deep: most bodies skip the scan
+    tokens = _TOKENS_BYTES if isinstance(raw, bytes) else _TOKENS_TEXT
+    depth = 0
+    for match in tokens.finditer(raw):
+        token = match.group()
+        if token in _OPENING:
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                raise _too_deep()
+        elif token in _CLOSING:
+            depth -= 1
+
+
 def parse_json(raw: bytes | str) -> Any:
     """The parsed body, or ``InvalidJSON`` with a message a person can act on."""
+    check_nesting(raw)
     try:
         value = json.loads(raw, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise InvalidJSON(f"The JSON is nested deeper than {MAX_JSON_DEPTH} levels; send a flatter document.") from None
+    except RecursionError:  # a body in UTF-16/32, which the scan reads as bytes
+        raise _too_deep() from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidJSON(f"The request body is not valid JSON ({exc}).") from None
     check_json_value(value)
