@@ -1,7 +1,8 @@
 """The clients people build on, against the live stack: LangChain's
 ``ChatOpenAI`` (invoke, stream, bind_tools, a LangGraph ReAct agent over two
-turns, with_structured_output), litellm (streamed and not, tools by name)
-and the ``llm`` CLI (a two-turn chat after a tool-using reply). Each must
+turns, with_structured_output), litellm (streamed and not, tools by name),
+the ``llm`` CLI (a two-turn chat after a tool-using reply) and the Vercel AI
+SDK (npm, ``vercel_ai/``: generateText then streamText). Each must
 finish multi-turn tool-using conversations without an error, and every
 server tool must run exactly once per call the model made (counted in the
 ledger): none of them may take ChatForge's calls as work of its own."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -164,4 +166,24 @@ def test_the_llm_cli_chats_over_two_turns_after_a_tool_using_reply(stack, fake_l
     assert llm_cli("-c", "Really?") == "Let me calculate.\n\nThe answer to 'Really?' is 42."
     second = fake_llm.requests_for("llm-cli")[-2]["messages"]
     assert [m["role"] for m in second] == ["user", "assistant", "user"]  # the history came back as text
+    assert calculator_runs(user) == 2
+
+
+def test_the_vercel_ai_sdk_over_two_turns(stack, fake_llm, make_user, tmp_path: Path):
+    """No tools named: the server's default tools run, and the SDK, which
+    raised AI_NoSuchToolError on ChatForge's calls, sees only the answer."""
+    fake_llm.add_script("vercel-ai", calculate_then_answer())
+    user, token = make_user()
+    project = tmp_path / "vercel_ai"
+    shutil.copytree(Path(__file__).parent / "vercel_ai", project, ignore=shutil.ignore_patterns("node_modules"))
+    subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=project, check=True, capture_output=True,
+                   timeout=300)
+    env = {**os.environ, "CHATFORGE_BASE_URL": stack.http_url + "/v1", "CHATFORGE_TOKEN": token,
+           "CHATFORGE_MODEL": "vercel-ai"}
+    done = subprocess.run(["node", "chat.mjs"], cwd=project, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["generated"] == "The answer to 'What is 6*7?' is 42."
+    assert seen["streamed"] == "Let me calculate.\n\nThe answer to 'Sure?' is 42."
+    assert (seen["generatedToolCalls"], seen["streamedToolCalls"], seen["finishReason"]) == (0, 0, "stop")
     assert calculator_runs(user) == 2
