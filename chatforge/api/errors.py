@@ -157,10 +157,8 @@ def csrf_failure_view(request: HttpRequest, reason: str = "") -> JsonResponse:
 
 
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
-    return JsonResponse(
-        error_body("not_found", f"No such endpoint or object: {request.path}"),
-        status=status.HTTP_404_NOT_FOUND,
-    )
+    return _api_error(request, status.HTTP_404_NOT_FOUND, "not_found",
+                      f"No such endpoint or object: {request.path}")
 
 
 def server_error_view(request: HttpRequest) -> JsonResponse:
