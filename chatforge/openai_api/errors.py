@@ -14,18 +14,17 @@ from django.http import JsonResponse
 
 from chatforge.errors import ChatForgeError, ErrorCode
 
-# OpenAI's error types by status. 401 is an ``invalid_request_error`` at
-# OpenAI too (code ``invalid_api_key``).
+# OpenAI's error types by status; any other 4xx is the client's request
+# (a 403 failed CSRF check, a 422 reused Idempotency-Key were "server_error").
+# 401 is an ``invalid_request_error`` at OpenAI too (code ``invalid_api_key``).
 _TYPES = {
-    400: "invalid_request_error",
-    401: "invalid_request_error",
-    404: "invalid_request_error",
-    405: "invalid_request_error",
-    409: "invalid_request_error",
-    413: "invalid_request_error",
     429: "rate_limit_exceeded",
     504: "timeout",
 }
+
+
+def _type_for(status: int) -> str:
+    return _TYPES.get(status) or ("invalid_request_error" if 400 <= status < 500 else "server_error")
 
 
 class OpenAIError(Exception):
@@ -45,7 +44,7 @@ class OpenAIError(Exception):
         self.status = status
         self.code = code
         self.param = param
-        self.type = type_ or _TYPES.get(status, "server_error")
+        self.type = type_ or _type_for(status)
         # The OpenAI SDK honours ``x-should-retry``; a retried chat would start
         # a second run, so failures of a run that did start say "do not retry".
         self.retry = retry

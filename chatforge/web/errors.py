@@ -1,5 +1,7 @@
-"""Error pages: a browser asking for a web page gets HTML; everything else
-(the APIs, scripts) keeps the JSON error body every API error uses."""
+"""Error pages. API paths (``/api/``, ``/v1/``, the probes) always answer
+the JSON error every API error uses. Elsewhere, a 404 or 500 is HTML for a
+browser asking for a page (scripts keep JSON); a 400 or a failed CSRF check
+is Django's page."""
 
 from __future__ import annotations
 
@@ -12,8 +14,12 @@ from chatforge.api import errors as api_errors
 _API_PREFIXES = ("/api/", "/v1/", "/healthz", "/readyz")
 
 
+def _is_api_path(request: HttpRequest) -> bool:
+    return request.path.startswith(_API_PREFIXES) or request.path in ("/api", "/v1")
+
+
 def _wants_html(request: HttpRequest) -> bool:
-    return not request.path.startswith(_API_PREFIXES) and "text/html" in request.headers.get("Accept", "")
+    return not _is_api_path(request) and "text/html" in request.headers.get("Accept", "")
 
 
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
@@ -26,17 +32,20 @@ def not_found_view(request: HttpRequest, exception: Exception | None = None) -> 
     return api_errors.not_found_view(request, exception)
 
 
+# A 400 (a foreign Host header, ``DisallowedHost``) and a failed CSRF check
+# go by the path alone: API clients parse JSON whatever they send as Accept,
+# and a form posted to a page gets Django's page, whichever client posted it.
 def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if _wants_html(request):
-        return defaults.bad_request(request, exception)
-    return api_errors.bad_request_view(request, exception)
+    if _is_api_path(request):
+        return api_errors.bad_request_view(request, exception)
+    return defaults.bad_request(request, exception)
 
 
 def csrf_failure_view(request: HttpRequest, reason: str = "") -> HttpResponse:
     """Django's CSRF page for the web pages; the JSON error on API paths."""
-    if _wants_html(request):
-        return csrf.csrf_failure(request, reason)
-    return api_errors.csrf_failure_view(request, reason)
+    if _is_api_path(request):
+        return api_errors.csrf_failure_view(request, reason)
+    return csrf.csrf_failure(request, reason)
 
 
 def server_error_view(request: HttpRequest) -> HttpResponse:

@@ -136,3 +136,12 @@ def test_bad_tokens_are_throttled_with_429_and_retry_after(make_user):
     assert client.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {token}", REMOTE_ADDR=address).status_code == 200
     other = client.get("/v1/models", HTTP_AUTHORIZATION="Bearer cf_bad", REMOTE_ADDR=next(_addresses))
     assert other.status_code == 401
+
+
+@pytest.mark.parametrize(("status", "type_"), [(403, "invalid_request_error"), (422, "invalid_request_error"),
+                                                (429, "rate_limit_exceeded"), (503, "server_error")])
+def test_every_client_error_is_typed_as_the_requests_fault(status, type_):
+    """A 403 (failed CSRF check) and a 422 (an Idempotency-Key reused) were typed server_error."""
+    from chatforge.openai_api.errors import OpenAIError
+
+    assert OpenAIError("x", status=status).body()["error"]["type"] == type_
