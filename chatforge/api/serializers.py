@@ -68,6 +68,20 @@ class RunAcceptedSerializer(serializers.Serializer):
     events_sse = serializers.CharField()
 
 
+def visible_run_options(options: dict, *, viewer_is_staff: bool) -> dict:
+    """A run's options as its viewer may see them.
+
+    A system prompt that came from an assistant profile is the operator's
+    configuration (it may hold instructions users are not meant to read):
+    staff see it, other users the assistant's name only. A system prompt
+    without an assistant would be the owner's own, sent with the request, so
+    it stays (a run is only ever shown to its owner).
+    """
+    if viewer_is_staff or "assistant" not in options:
+        return options
+    return {key: value for key, value in options.items() if key != "system_prompt"}
+
+
 class RunSerializer(serializers.ModelSerializer):
     conversation_id = serializers.UUIDField(read_only=True)
     message_id = serializers.SerializerMethodField()
@@ -94,12 +108,10 @@ class RunSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def to_representation(self, run: Run) -> dict:
-        """An assistant's system prompt is the operator's configuration, not
-        the user's data: staff see it in the run, users the assistant's name."""
         data = super().to_representation(run)
         request = self.context.get("request")
-        if not (request is not None and getattr(request.user, "is_staff", False)):
-            data["options"] = {k: v for k, v in (data.get("options") or {}).items() if k != "system_prompt"}
+        data["options"] = visible_run_options(data.get("options") or {}, viewer_is_staff=bool(
+            request is not None and getattr(request.user, "is_staff", False)))
         return data
 
     def get_message_id(self, run: Run) -> str | None:
