@@ -1,11 +1,14 @@
-"""Both spellings of every API route: ``/api/tools/test`` and ``/api/tools/test/``.
+"""Both spellings of every API route: ``/api/tools/test`` and ``/api/tools/test/``,
+``/v1/models`` and ``/v1/models/``.
 
-The routes are declared with a trailing slash, and Django's ``APPEND_SLASH``
-answers the other spelling with a redirect - which loses a POST's body (and
-in debug raises). Clients copy paths from docs and contracts that write them
-either way, so for ``/api/`` paths that do not resolve as sent but do with a
-slash, the slash is added to the request itself, before any other middleware
-looks at the path. No redirect, the same view, the same answer.
+The ``/api`` routes are declared with a trailing slash, and Django's
+``APPEND_SLASH`` answers the other spelling with a redirect - which loses a
+POST's body (and in debug raises). Clients copy paths from docs and contracts
+that write them either way, so for ``/api/`` paths that do not resolve as
+sent but do with a slash, the slash is added to the request itself, before
+any other middleware looks at the path. No redirect, the same view, the same
+answer. ``/v1`` routes are declared without one, as OpenAI's are; a client
+whose base URL ends in ``/`` may send one, and it is taken off the same way.
 
 Resolving is pure computation, so the middleware runs inline in both the
 sync and the async handler (no thread hop per request).
@@ -21,18 +24,26 @@ from django.urls import get_urlconf
 from django.urls.base import is_valid_path
 
 API_PREFIX = "/api/"
+OPENAI_PREFIX = "/v1/"
 
 
-def add_missing_slash(request: HttpRequest) -> None:
-    """Append the slash to an /api/ path that resolves only with it."""
+def match_declared_slash(request: HttpRequest) -> None:
+    """Append the slash to an /api/ path that resolves only with it; take it
+    off a /v1/ path that resolves only without it."""
     path = request.path_info
-    if path.endswith("/") or not (path.startswith(API_PREFIX) or path == API_PREFIX[:-1]):
+    if path.endswith("/"):
+        if not path.startswith(OPENAI_PREFIX) or len(path) == len(OPENAI_PREFIX):
+            return
+        other = path[:-1]
+    elif path.startswith(API_PREFIX) or path == API_PREFIX[:-1]:
+        other = path + "/"
+    else:
         return
     urlconf = getattr(request, "urlconf", None) or get_urlconf()
-    if is_valid_path(path, urlconf) or not is_valid_path(path + "/", urlconf):
+    if is_valid_path(path, urlconf) or not is_valid_path(other, urlconf):
         return
-    request.path_info = path + "/"
-    request.path = request.path + "/"
+    request.path = request.path[: len(request.path) - len(path)] + other
+    request.path_info = other
 
 
 class ApiTrailingSlashMiddleware:
@@ -45,5 +56,5 @@ class ApiTrailingSlashMiddleware:
             markcoroutinefunction(self)
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
-        add_missing_slash(request)
+        match_declared_slash(request)
         return self.get_response(request)

@@ -432,6 +432,9 @@ async def model_detail(request: HttpRequest, model: str) -> HttpResponse:
         await _authenticate(request)
     except OpenAIError as exc:
         return exc.response()
+    # Ids may hold slashes ("openai/gpt-4o"), so the route's <path:> takes a
+    # trailing one too (/v1/models/demo/); it is never part of an id.
+    model = model.rstrip("/")
     for item in await db_sync_to_async(services.model_list)():
         if item["id"] == model:
             return JsonResponse(item)
