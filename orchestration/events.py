@@ -128,8 +128,11 @@ def reasoning_delta(ref: RunRef, *, text: str) -> None:
 
 
 def tool_call(
-    ref: RunRef, *, tool_call_id: str, name: str, arguments: str, iteration: int, text_offset: int
+    ref: RunRef, *, tool_call_id: str, name: str, arguments: str, iteration: int, text_offset: int,
+    client: bool = False,
 ) -> None:
+    """``client``: a call to a tool the /v1 client defined, which the server
+    does not run (it carries ``"executor": "client"``; the run ends with it)."""
     _publish_on_commit(
         ref,
         "tool_call",
@@ -139,6 +142,7 @@ def tool_call(
             "arguments": arguments,
             "iteration": iteration,
             "text_offset": text_offset,
+            **({"executor": "client"} if client else {}),
         },
         dedupe_key=f"tool_call:{tool_call_id}",
     )

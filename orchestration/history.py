@@ -49,15 +49,17 @@ class TurnInput:
 
 def input_for_turn(run: Run, iteration: int, *, offer_tools: bool) -> TurnInput:
     messages = conversation_messages(run)
+    # A /v1 client's answer to an earlier run's calls of its own tools.
+    messages.extend(expand_rounds(run.continued_rounds))
     prior_text_length = 0
-    used_call_ids: frozenset[str] = frozenset()
+    used_call_ids = frozenset(call["id"] for rnd in run.continued_rounds for call in rnd["tool_calls"])
     last_response_id: str | None = None
     if iteration > 0:
         turns = list(LlmTurn.objects.filter(run=run, iteration__lt=iteration))
         invocations = ToolInvocation.objects.filter(run=run, iteration__lt=iteration)
         messages.extend(expand_rounds(tool_rounds_from_ledger(turns, invocations)))
         prior_text_length = sum(len(t.text) for t in turns if t.status == "completed")
-        used_call_ids = frozenset(call["id"] for t in turns for call in t.tool_calls)
+        used_call_ids |= frozenset(call["id"] for t in turns for call in t.tool_calls)
         completed = sorted((t for t in turns if t.status == "completed"), key=lambda t: t.iteration)
         if completed and completed[-1].response_id:
             last_response_id = completed[-1].response_id

@@ -11,11 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, TypedDict
 
-from chatforge.conversations.models import LlmTurn, ToolInvocation
+from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 
 from .providers.base import ChatMessage, ToolCall
 
 INTERRUPTED_OUTPUT = "Error: this tool call did not finish because the run ended first."
+# A call to a /v1 client's own tool as the run that made it stores it: the
+# result is the client's, and comes with its next request (in the run that
+# continues). Should such a round be shown to a model as it is, this says why
+# there is no result.
+CLIENT_CALL_OUTPUT = "Error: this call was for the client's own tool; the client did not send its result."
 
 
 class RoundCall(TypedDict, total=False):
@@ -55,12 +60,17 @@ def tool_rounds_from_ledger(
         for call in turn.tool_calls:
             inv = by_call.get(call["id"])
             finished = inv is not None and inv.is_finished
+            if inv is not None and inv.status == ToolInvocation.Status.CLIENT:
+                output, status = CLIENT_CALL_OUTPUT, inv.status
+            else:
+                output = inv.output if finished else INTERRUPTED_OUTPUT
+                status = inv.status if finished else "cancelled"
             results.append(
                 {
                     "tool_call_id": call["id"],
                     "name": call["name"],
-                    "output": inv.output if finished else INTERRUPTED_OUTPUT,
-                    "status": inv.status if finished else "cancelled",
+                    "output": output,
+                    "status": status,
                     "execution_time_ms": (inv.duration_ms or 0) if finished else 0,
                 }
             )
@@ -77,6 +87,12 @@ def tool_rounds_from_ledger(
             }
         )
     return rounds
+
+
+def run_rounds(run: Run, turns: Iterable[LlmTurn], invocations: Iterable[ToolInvocation]) -> list[ToolRound]:
+    """All of a run's rounds: those it carries on from (a /v1 client's
+    answer to client tool calls: ``Run.continued_rounds``), then its own."""
+    return [*run.continued_rounds, *tool_rounds_from_ledger(turns, invocations)]
 
 
 def expand_rounds(rounds: Iterable[dict[str, Any]]) -> list[ChatMessage]:

@@ -26,6 +26,7 @@ from orchestration.providers import DEMO_MODEL
 from orchestration.providers.sampling import SUPPORTED
 from orchestration.services.runs import RunOptions, run_for_idempotency_key, run_request_cancel, run_start
 
+from .client_tools import continued_rounds, split_tools
 from .errors import OpenAIError
 from .translate import ChatRequest, ToolCallOut
 
@@ -51,7 +52,7 @@ def check_message_rate(*, user: AbstractBaseUser, meta: dict[str, Any]) -> None:
 
 
 def _run_options(request: ChatRequest) -> RunOptions:
-    tools = request.tools
+    tools, client_tools = split_tools(request.tools, request.tool_specs)
     if tools is None and not request.assistant and settings.CHATFORGE_OPENAI_DEFAULT_TOOLS is not None:
         tools = list(settings.CHATFORGE_OPENAI_DEFAULT_TOOLS)
     options: dict[str, Any] = {
@@ -60,8 +61,9 @@ def _run_options(request: ChatRequest) -> RunOptions:
         "reasoning_effort": request.reasoning_effort,
         "assistant": request.assistant,
         "sampling": request.sampling or None,
+        "client_tools": client_tools or None,
     }
-    if tools == []:
+    if tools == [] and not client_tools:
         options["max_iterations"] = 0  # tool_choice "none": the model is offered no tools at all
     # The sampling options reach the provider once the engine's RunOptions
     # carries them; until then they are accepted and not applied.
@@ -102,6 +104,7 @@ def chat_start(*, user: AbstractBaseUser, request: ChatRequest, idempotency_key:
     replay = run_for_idempotency_key(user=user, key=idempotency_key, content=request.content)
     if replay is not None:
         return replay
+    continued = continued_rounds(user=user, rounds=request.continued)
     if request.conversation_id is not None:
         conversation = _conversation(user, request.conversation_id)
         return run_start(user=user, conversation=conversation, content=request.content, options=options,
@@ -113,7 +116,7 @@ def chat_start(*, user: AbstractBaseUser, request: ChatRequest, idempotency_key:
             Message.objects.create(conversation=conversation, role=prior.role, content=prior.content,
                                    tool_rounds=prior.tool_rounds or [])
         run = run_start(user=user, conversation=conversation, content=request.content, options=options,
-                        idempotency_key=idempotency_key)
+                        idempotency_key=idempotency_key, continued_rounds=continued)
         if run.replayed:
             # A repeat that raced the first request: keep none of this request's rows.
             transaction.set_rollback(True)

@@ -12,9 +12,13 @@ Nothing here touches the database.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
 from .errors import OpenAIError
 
@@ -41,7 +45,9 @@ ROUND_SEPARATOR = "\n\n"
 # clients that cannot add a body field (the body's ``show_tool_calls`` wins).
 SHOW_TOOL_CALLS_HEADER = "X-ChatForge-Show-Tool-Calls"
 # OpenAI's finish reasons; anything else the engine reports reads as "stop".
-_FINISH_REASONS = frozenset({"stop", "length", "content_filter"})
+_FINISH_REASONS = frozenset({"stop", "length", "content_filter", "tool_calls"})
+# What OpenAI accepts as a function name.
+_FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,13 @@ class ChatRequest:
     content: str  # the new user message
     prior: list[PriorMessage] = field(default_factory=list)  # earlier messages (new conversations only)
     tools: list[str] | None = None  # None: the default tools (CHATFORGE_OPENAI_DEFAULT_TOOLS); []: none
+    # The full function specs among ``tools``, by name: a server tool's name
+    # refers to the server's tool; any other is the client's own tool
+    # (services.split_tools decides, against the catalog).
+    tool_specs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The tool rounds after the last user message: the client's results for
+    # the calls the previous response asked it to make (compact rounds).
+    continued: list[dict[str, Any]] = field(default_factory=list)
     stream: bool = False
     include_usage: bool = False
     temperature: float | None = None
@@ -172,6 +185,13 @@ class _HistoryBuilder:
                                   for c in round_["tool_calls"] if c["id"] not in answered]
         return rounds or None
 
+    def asked_for(self, call_id: Any) -> bool:
+        return any(call["id"] == call_id for round_ in self._rounds for call in round_["tool_calls"])
+
+    def open_rounds(self) -> list[dict[str, Any]]:
+        """The rounds no assistant answer has closed yet (every call given a result)."""
+        return self._take_rounds() or []
+
     def _close_rounds(self) -> None:
         rounds = self._take_rounds()
         if rounds:
@@ -193,25 +213,55 @@ def _client_tool_calls(raw: Any, where: str) -> list[dict[str, str]]:
     return calls
 
 
-def _messages(raw: Any) -> tuple[list[PriorMessage], str]:
+def _messages(raw: Any) -> tuple[list[PriorMessage], str, list[dict[str, Any]]]:
+    """``(earlier messages, the last user message, the tool rounds after it)``.
+    After the last user message only tool rounds may follow: the assistant's
+    calls of the client's tools and the client's ``tool`` results, which
+    the answer carries on from."""
     if not isinstance(raw, list) or not raw:
         raise _invalid("'messages' must be a non-empty array of messages.", param="messages")
+    roles = [_role_of(message, f"messages[{i}]") for i, message in enumerate(raw)]
+    last_user = max((i for i, role in enumerate(roles) if role == "user"), default=None)
+    if last_user is None:
+        raise _invalid("'messages' has no user message: ChatForge answers the last user message.",
+                       param="messages")
     history = _HistoryBuilder()
-    for i, message in enumerate(raw[:-1]):
+    for i, message in enumerate(raw[:last_user]):
         where = f"messages[{i}]"
-        role = _role_of(message, where)
-        history.add(role, message, _text_of(message.get("content"), where=where), where)
-    where = f"messages[{len(raw) - 1}]"
-    last = raw[-1]
-    if _role_of(last, where) != "user":
-        raise _invalid(
-            f"The last message must be the user's (it is '{last.get('role')}'): ChatForge answers "
-            "the last user message.",
-            param="messages",
-        )
+        history.add(roles[i], message, _text_of(message.get("content"), where=where), where)
+    where = f"messages[{last_user}]"
     history.add("user", {}, "", where)  # closes a tool round left open before the user's message
     prior = [m for m in history.messages[:-1] if m.content or m.tool_rounds]
-    return prior, _text_of(last.get("content"), where=where)
+    return prior, _text_of(raw[last_user].get("content"), where=where), _continued_rounds(raw, roles, last_user)
+
+
+def _continued_rounds(raw: list[Any], roles: list[str], last_user: int) -> list[dict[str, Any]]:
+    trailing = _HistoryBuilder()
+    for i in range(last_user + 1, len(raw)):
+        message, where = raw[i], f"messages[{i}]"
+        if roles[i] not in ("assistant", "tool") or (roles[i] == "assistant" and not message.get("tool_calls")):
+            raise _invalid(
+                f"{where}: after the last user message only the assistant's 'tool_calls' and the "
+                f"'tool' messages with their results may follow (it is '{roles[i]}'"
+                f"{' without tool_calls' if roles[i] == 'assistant' else ''}): ChatForge answers the last "
+                "user message.",
+                param="messages",
+            )
+        if roles[i] == "tool" and not trailing.asked_for(message.get("tool_call_id")):
+            raise _invalid(
+                f"{where}: a result for the call '{message.get('tool_call_id')}', which no assistant message "
+                "after the last user message asked for: each 'tool' message answers one of the calls in "
+                "the 'tool_calls' of the assistant message before it.",
+                param="messages",
+            )
+        trailing.add(roles[i], message, _text_of(message.get("content"), where=where), where)
+    if len(raw) > last_user + 1 and roles[-1] != "tool":
+        raise _invalid(
+            f"messages[{len(raw) - 1}] asks for tool calls, and no results follow: send each call's "
+            "result as a {\"role\": \"tool\", \"tool_call_id\", \"content\"} message after it.",
+            param="messages",
+        )
+    return trailing.open_rounds()
 
 
 def _role_of(message: Any, where: str) -> str:
@@ -226,12 +276,14 @@ def _role_of(message: Any, where: str) -> str:
     return role
 
 
-def _tool_names(raw: Any) -> list[str]:
-    """Bare names or full function specs; either way only the names count:
-    ChatForge runs the tools of its catalog with its own specs."""
+def _tools(raw: Any) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """``(names, the full specs among them by name)``. A bare name, or a spec
+    with only a name, names a server tool; a spec with a description or
+    parameters may be a client's own tool (decided against the catalog)."""
     if not isinstance(raw, list):
         raise _invalid("'tools' must be an array of tool names or function tool specs.", param="tools")
     names: list[str] = []
+    specs: dict[str, dict[str, Any]] = {}
     for i, tool in enumerate(raw):
         if isinstance(tool, str):
             name = tool
@@ -252,7 +304,35 @@ def _tool_names(raw: Any) -> list[str]:
         if not isinstance(name, str) or not name:
             raise _invalid(f"tools[{i}] has no function name.", param="tools")
         names.append(name)
-    return list(dict.fromkeys(names))
+        if isinstance(tool, Mapping) and ({"description", "parameters"} & set(tool["function"])):
+            specs[name] = _function_spec(tool["function"], f"tools[{i}]")
+    return list(dict.fromkeys(names)), specs
+
+
+def _function_spec(function: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A client's function spec as the engine offers it to models: checked
+    for what providers refuse (a name outside [a-zA-Z0-9_-]{1,64}, a
+    ``parameters`` that is not a JSON Schema object)."""
+    name = function["name"]
+    if not _FUNCTION_NAME.fullmatch(name):
+        raise _invalid(f"{where}: the function name '{name}' must be 1 to 64 letters, digits, '_' or '-'.",
+                       param="tools")
+    description = function.get("description")
+    if description is not None and not isinstance(description, str):
+        raise _invalid(f"{where}: 'description' must be a string.", param="tools")
+    parameters = function.get("parameters")
+    if parameters is None:
+        parameters = {"type": "object", "properties": {}}
+    if not isinstance(parameters, Mapping):
+        raise _invalid(f"{where}: 'parameters' must be a JSON Schema object.", param="tools")
+    try:
+        Draft202012Validator.check_schema(parameters)
+    except SchemaError as exc:
+        raise _invalid(f"{where}: 'parameters' is not a valid JSON Schema: {exc.message}.", param="tools") from None
+    spec: dict[str, Any] = {"name": name, "description": description or "", "parameters": dict(parameters)}
+    if isinstance(function.get("strict"), bool):
+        spec["strict"] = function["strict"]
+    return {"type": "function", "function": spec}
 
 
 def _tool_choice(raw: Any, tools: list[str] | None) -> tuple[bool, Any]:
@@ -377,28 +457,35 @@ def _show_tool_calls(body: Mapping[str, Any], header: str | None) -> bool:
 
 def parse_chat_request(body: Any, *, show_tool_calls_header: str | None = None) -> ChatRequest:
     """Check a ``POST /v1/chat/completions`` body; unsupported parameters and
-    client-side tool messages are refused with a message that names them."""
+    anything that cannot be honoured is refused with a message that names it."""
     if not isinstance(body, Mapping):
         raise _invalid("The request body must be a JSON object.")
     _check_unsupported(body)
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise _invalid("'model' is required: a model name from GET /v1/models.", param="model")
-    prior, content = _messages(body.get("messages"))
+    prior, content, continued = _messages(body.get("messages"))
     conversation_id = _optional_str(body, "conversation_id")
     if conversation_id is not None:
+        if continued:
+            raise _invalid(
+                "Tool results after the last user message continue a response as OpenAI clients do: "
+                "send the whole conversation in 'messages', without 'conversation_id'.",
+                param="conversation_id",
+            )
         prior = []  # the stored conversation is the history: only the last user message is new
     tools: list[str] | None = None
+    tool_specs: dict[str, dict[str, Any]] = {}
     if body.get("tools"):
-        tools = _tool_names(body["tools"])
+        tools, tool_specs = _tools(body["tools"])
     elif body.get("tools") is not None and not isinstance(body["tools"], list):
-        _tool_names(body["tools"])  # the error for a 'tools' that is not an array
+        _tools(body["tools"])  # the error for a 'tools' that is not an array
     # An empty 'tools' (OpenAI itself refuses one) reads as absent: it is
     # what litellm sends for tools given by name (it drops every entry that
     # is not a spec). "No tools" is tool_choice "none".
     tools_allowed, tool_choice = _tool_choice(body.get("tool_choice"), tools)
     if not tools_allowed:
-        tools = []
+        tools, tool_specs = [], {}
     stream = body.get("stream") or False
     if not isinstance(stream, bool):
         raise _invalid("'stream' must be true or false.", param="stream")
@@ -413,6 +500,8 @@ def parse_chat_request(body: Any, *, show_tool_calls_header: str | None = None) 
         content=content,
         prior=prior,
         tools=tools,
+        tool_specs=tool_specs,
+        continued=continued,
         stream=stream,
         include_usage=bool(stream_options.get("include_usage")),
         temperature=_number(body, "temperature", low=0, high=2),
@@ -593,10 +682,16 @@ def completion_body(
     tool_events: list[dict[str, Any]],
     conversation_id: str,
     run_id: str,
+    tool_calls: list[ToolCallOut] = (),
 ) -> dict[str, Any]:
     """A ``chat.completion`` (PROVIDERS.md §1) plus ChatForge's fields. The
-    message has no ``tool_calls``: the server ran them, they are in
-    ``tool_events``, and a client must not run them again."""
+    message's ``tool_calls`` are only calls of the client's own tools (the
+    client's to run); the server's calls are in ``tool_events``, and a
+    client must not run them again."""
+    message: dict[str, Any] = {"role": "assistant", "content": content or (None if tool_calls else ""),
+                               "refusal": None}
+    if tool_calls:
+        message["tool_calls"] = [call.as_openai() for call in tool_calls]
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -605,7 +700,7 @@ def completion_body(
         "system_fingerprint": None,
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": content, "refusal": None},
+            "message": message,
             "logprobs": None,
             "finish_reason": finish_reason(finish),
         }],

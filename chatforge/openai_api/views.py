@@ -182,7 +182,7 @@ class _RoundCalls:
             run_id=self.run_id, iteration=data.get("iteration", 0))
         calls = [c for c in calls if c.id not in self.sent]
         if data.get("id") not in {c.id for c in calls}:  # not in the table: trust the event
-            calls.append(ToolCallOut(id=data["id"], name=data.get("name", ""), arguments=data.get("arguments") or "{}"))
+            calls.append(_call_of(data))
         self.sent.update(c.id for c in calls)
         return calls
 
@@ -316,14 +316,21 @@ async def _stream(*, user: AbstractBaseUser, chat: ChatRequest, renderer: ChunkR
 
 async def _tool_call_chunks(chat: ChatRequest, renderer: ChunkRenderer, rounds: _RoundCalls,
                             data: dict[str, Any]) -> list[bytes]:
-    """A server tool call: standard ``tool_calls`` (one chunk per round) only
-    for a client that asked; for any other it is work to do, so it goes in
-    the ``chatforge`` extension object, which clients ignore."""
+    """A call of the client's own tool is a standard ``tool_calls`` delta: it
+    is the client's to run. A server tool call is one too (one chunk per
+    round) only for a client that asked; for any other it would be work to
+    do, so it goes in the ``chatforge`` extension object, which clients ignore."""
     if chat.show_tool_calls:
         calls = await rounds.new_calls(data)
         return [sse(renderer.tool_calls(calls))] if calls else []
-    call = ToolCallOut(id=data.get("id", ""), name=data.get("name", ""), arguments=data.get("arguments") or "{}")
+    call = _call_of(data)
+    if data.get("executor") == "client":
+        return [sse(renderer.tool_calls([call]))]
     return [sse(renderer.server_tool_event("tool_call", call.as_openai()))]
+
+
+def _call_of(data: dict[str, Any]) -> ToolCallOut:
+    return ToolCallOut(id=data.get("id", ""), name=data.get("name", ""), arguments=data.get("arguments") or "{}")
 
 
 def _tool_output_chunk(chat: ChatRequest, renderer: ChunkRenderer, data: dict[str, Any]) -> dict[str, Any]:
@@ -354,6 +361,7 @@ async def _complete(*, user: AbstractBaseUser, renderer: ChunkRenderer) -> HttpR
     run_id = renderer.run_id
     collector = ToolEventCollector()
     rounds = _RoundCalls(run_id)
+    client_calls: list[ToolCallOut] = []  # the client's to run: the message's tool_calls
     terminal: dict[str, Any] | None = None
     timeout_s = settings.CHATFORGE_LLM_TIMEOUT_S
     try:
@@ -362,7 +370,11 @@ async def _complete(*, user: AbstractBaseUser, renderer: ChunkRenderer) -> HttpR
                 if event is None:
                     continue
                 if event["type"] == "tool_call":
-                    collector.on_tool_calls(await rounds.new_calls(event.get("data") or {}))
+                    data = event.get("data") or {}
+                    if data.get("executor") == "client":
+                        client_calls.append(_call_of(data))
+                    else:
+                        collector.on_tool_calls(await rounds.new_calls(data))
                 elif event["type"] in TERMINAL_TYPES:
                     terminal = event
                 else:
@@ -402,6 +414,7 @@ async def _complete(*, user: AbstractBaseUser, renderer: ChunkRenderer) -> HttpR
         finish=data.get("finish_reason", "stop"),
         usage=data.get("usage"),
         tool_events=collector.finish(),
+        tool_calls=client_calls,
         conversation_id=renderer.conversation_id,
         run_id=run_id,
     )

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
 from orchestration.event_log.base import Event
-from orchestration.rounds import tool_rounds_from_ledger
+from orchestration.rounds import run_rounds
 
 SnapshotReason = Literal["log_missing", "events_missing"]
 
@@ -30,7 +30,7 @@ def _iso(moment: datetime | None) -> str:
 def _rounds(run: Run) -> list[dict[str, Any]]:
     turns = list(LlmTurn.objects.filter(run=run))
     invocations = {inv.tool_call_id: inv for inv in ToolInvocation.objects.filter(run=run)}
-    rounds = tool_rounds_from_ledger(turns, invocations.values())
+    rounds = run_rounds(run, turns, invocations.values())
     if not run.is_terminal:
         # tool_rounds_from_ledger marks unfinished calls as cut off by the end
         # of the run; in a live run they are still pending or running.

@@ -15,7 +15,7 @@ from django.utils import timezone
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
 
 from .. import dispatch, events
-from ..rounds import tool_rounds_from_ledger
+from ..rounds import run_rounds
 from .ledger import ref
 
 logger = logging.getLogger(__name__)
@@ -92,14 +92,14 @@ def run_finalize(
         turns = list(LlmTurn.objects.filter(run=run, status="completed").order_by("iteration"))
         invocations = list(ToolInvocation.objects.filter(run=run))
         last = turns[-1] if turns else None
-        final_turn = last if last is not None and not last.tool_calls else None
+        final_turn = last if last is not None and (not last.tool_calls or _awaits_client(outcome, last, invocations)) else None
         text = final_turn.text if final_turn is not None else partial_text
         message = Message.objects.create(
             conversation_id=run.conversation_id,
             run=run,
             role=Message.Role.ASSISTANT,
             content=text,
-            tool_rounds=tool_rounds_from_ledger(turns, invocations),
+            tool_rounds=run_rounds(run, turns, invocations),
             reasoning_tokens=(final_turn.usage or {}).get("reasoning_tokens") if final_turn else None,
             reasoning_details=final_turn.reasoning_details if final_turn else None,
             response_id=final_turn.response_id if final_turn else "",
@@ -125,6 +125,14 @@ def run_finalize(
             for waiting_id in _waiting_runs(run_id).values_list("id", flat=True):
                 dispatch.llm_turn(str(waiting_id), 0)
     logger.info("run %s ended: %s", run_id, outcome.value)
+
+
+def _awaits_client(outcome: Outcome, last: LlmTurn, invocations: list[ToolInvocation]) -> bool:
+    """A run that completes on a round that called the /v1 client's own tools:
+    its answer is that turn (its text, ``finish_reason: "tool_calls"``), and
+    the client runs the calls."""
+    return outcome == Outcome.COMPLETED and any(
+        inv.iteration == last.iteration and inv.status == ToolInvocation.Status.CLIENT for inv in invocations)
 
 
 def step_must_stop(run: Run) -> bool:

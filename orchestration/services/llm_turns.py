@@ -28,6 +28,7 @@ from ..providers.retry_policy import policy_for
 from ..providers.sampling import SAMPLING_OPTIONS
 from ..tooling import get_registry
 from .claims import claim_turn, extras_of, mark_run_running, release_turn
+from .client_tools import client_tool_names
 from .cancel_watch import CHECK_INTERVAL_S, cancel_watch
 from .delta_coalescer import coalescer_for
 from .finalize import Outcome, run_finalize, step_must_stop
@@ -60,6 +61,7 @@ def _emit_tool_call_events(run: Run, invocations: list[ToolInvocation]) -> None:
             arguments=inv.arguments,
             iteration=inv.iteration,
             text_offset=inv.text_offset,
+            client=inv.status == ToolInvocation.Status.CLIENT,
         )
 
 
@@ -191,13 +193,19 @@ def _request(run: Run, turn: LlmTurn, resolved: ResolvedModel, turn_input: TurnI
     return TurnRequest(
         model=resolved.upstream_model,
         messages=turn_input.messages,
-        tools=get_registry().specs(run.options.get("tools", [])) if offer_tools else [],
+        tools=offered_tool_specs(run) if offer_tools else [],
         options=options,
         previous_response_id=(
             _previous_response_id(run, turn_input, turn.iteration) if resolved.kind == "openai_responses" else None
         ),
         stream=resolved.supports_streaming,
     )
+
+
+def offered_tool_specs(run: Run) -> list[dict]:
+    """The server's tools of the run, then the /v1 client's own (stored as
+    specs in the run's options; the server never runs them)."""
+    return get_registry().specs(run.options.get("tools", [])) + list(run.options.get("client_tools", []))
 
 
 def _unique_calls(iteration: int, calls: list[ToolCall], used_ids: frozenset[str]) -> list[ToolCall]:
@@ -241,6 +249,7 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
         if not recorded:
             return None
         if calls:
+            client_tools = client_tool_names(run)
             invocations = ToolInvocation.objects.bulk_create(
                 ToolInvocation(
                     run=run,
@@ -250,14 +259,22 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
                     name=c.name,
                     arguments=c.arguments,
                     text_offset=turn_input.prior_text_length + len(result.text),
+                    # The client's tools are the client's to run: not enqueued.
+                    status=ToolInvocation.Status.CLIENT if c.name in client_tools else ToolInvocation.Status.PENDING,
                 )
                 for pos, c in enumerate(calls)
             )
             _emit_tool_call_events(run, invocations)
-            for c in calls:
-                dispatch.tool_call(str(run.id), c.id)
-            # The round's fan-in counts down from here (tool_steps.py).
-            Run.objects.filter(pk=run.pk).update(heartbeat_at=now, pending_tool_calls=len(calls))
+            server_calls = [inv for inv in invocations if inv.status == ToolInvocation.Status.PENDING]
+            for inv in server_calls:
+                dispatch.tool_call(str(run.id), inv.tool_call_id)
+            if server_calls:
+                # The round's fan-in counts down from here (tool_steps.py).
+                Run.objects.filter(pk=run.pk).update(heartbeat_at=now, pending_tool_calls=len(server_calls))
+            else:
+                # Only the client's tools were called: the run ends here, and
+                # the client's next request carries their results.
+                run_finalize(run_id=str(run.id), outcome=Outcome.COMPLETED)
         else:
             # The answer: the run ends in the same transaction (one commit,
             # no heartbeat write for a run that is ending).
@@ -271,6 +288,8 @@ def _after_done(turn: LlmTurn) -> None:
     if turn.tool_calls:
         invocations = list(ToolInvocation.objects.filter(run=run, iteration=turn.iteration).order_by("position"))
         _emit_tool_call_events(run, invocations)
+        if all(inv.status == ToolInvocation.Status.CLIENT for inv in invocations):
+            run_finalize(run_id=str(run.id), outcome=Outcome.COMPLETED)
     else:
         run_finalize(run_id=str(run.id), outcome=Outcome.COMPLETED)
 

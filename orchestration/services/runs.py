@@ -46,6 +46,10 @@ class RunOptions:
     # top_p, stop, seed, penalties, response_format, parallel_tool_calls,
     # tool_choice (orchestration/providers/sampling.py).
     sampling: dict | None = None
+    # Function specs of tools the /v1 client runs itself (never the server):
+    # offered to the model beside the server's tools; a call of one ends the
+    # run with finish_reason "tool_calls" (services/client_tools.py).
+    client_tools: list[dict] | None = None
 
 
 def _assistant(name: str) -> Assistant | None:
@@ -85,6 +89,7 @@ def check_run_options(options: RunOptions) -> dict:
                 f"{settings.CHATFORGE_MAX_TOOLS_PER_REQUEST}.",
                 details={"field": "tools"},
             )
+    client_tools = _client_tools(options.client_tools or [], server_tools=tools)
     cap = options.max_iterations
     if cap is None:
         cap = assistant.max_iterations if assistant and assistant.max_iterations is not None else settings.CHATFORGE_MAX_ITERATIONS
@@ -95,6 +100,8 @@ def check_run_options(options: RunOptions) -> dict:
             details={"field": "max_iterations"},
         )
     stored: dict = {"tools": tools, "max_iterations": cap}
+    if client_tools:
+        stored["client_tools"] = client_tools
     if options.reasoning_effort:
         stored["reasoning_effort"] = options.reasoning_effort
     if options.temperature is not None:
@@ -108,6 +115,24 @@ def check_run_options(options: RunOptions) -> dict:
         if assistant.model:
             stored["assistant_model"] = assistant.model
     return stored
+
+
+def _client_tools(specs: list[dict], *, server_tools: list[str]) -> list[dict]:
+    registry = get_registry()
+    names = [spec["function"]["name"] for spec in specs]
+    clash = [name for name in names if registry.get(name) is not None]
+    if clash:
+        raise InvalidRequest(
+            f"Client tool name(s) {', '.join(clash)} are server tools: rename the client's tools.",
+            details={"field": "client_tools", "conflicting": clash},
+        )
+    if len(server_tools) + len(specs) > settings.CHATFORGE_MAX_TOOLS_PER_REQUEST:
+        raise InvalidRequest(
+            f"{len(server_tools) + len(specs)} tools would be offered to the model ({len(specs)} of "
+            f"them the client's); a request may have at most {settings.CHATFORGE_MAX_TOOLS_PER_REQUEST}.",
+            details={"field": "tools"},
+        )
+    return list({name: spec for name, spec in zip(names, specs, strict=True)}.values())
 
 
 def _active_run_in(conversation: Conversation, user: AbstractBaseUser) -> Run | None:
@@ -170,6 +195,7 @@ def run_start(
     options: RunOptions,
     on_active: OnActive = OnActive.REJECT,
     idempotency_key: str = "",
+    continued_rounds: list[dict] | None = None,
 ) -> Run:
     """Write the user's message, the run and its first turn in one
     transaction and enqueue the turn after it commits.
@@ -178,13 +204,17 @@ def run_start(
     after a timeout or a 5xx) returns the first request's run — marked
     ``replayed`` — instead of starting another; the database's unique
     constraint settles two repeats that arrive at the same moment.
+
+    ``continued_rounds``: tool rounds the run carries on from before its own
+    first turn (a /v1 client's results for its own tools; ``Run.continued_rounds``).
     """
     replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
     if replay is not None:
         return replay
     try:
         return _run_create(user=user, conversation=conversation, content=content, options=options,
-                           on_active=on_active, idempotency_key=idempotency_key)
+                           on_active=on_active, idempotency_key=idempotency_key,
+                           continued_rounds=continued_rounds or [])
     except IntegrityError:
         replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
         if replay is None:
@@ -200,6 +230,7 @@ def _run_create(
     options: RunOptions,
     on_active: OnActive,
     idempotency_key: str,
+    continued_rounds: list[dict],
 ) -> Run:
     if not content.strip():
         raise InvalidRequest("The message is empty: send some text.", details={"field": "content"})
@@ -244,6 +275,7 @@ def _run_create(
             heartbeat_at=timezone.now(),
             blocked_by=active,
             idempotency_key=idempotency_key,
+            continued_rounds=continued_rounds,
         )
         LlmTurn.objects.create(run=run, iteration=0, offered_tools=stored_options["max_iterations"] > 0)
         if active is None:

@@ -48,7 +48,7 @@ def run_redispatch(run_id: str) -> str:
             return "finalize"
         unfinished = list(
             ToolInvocation.objects.filter(run=run, iteration=run.iteration)
-            .exclude(status__in=ToolInvocation.FINISHED)
+            .exclude(status__in=ToolInvocation.SETTLED)
             .values_list("tool_call_id", "status", "heartbeat_at")
         )
         turn = LlmTurn.objects.filter(run=run, iteration=run.iteration).first()

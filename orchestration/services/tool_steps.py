@@ -33,6 +33,7 @@ from .. import dispatch, events
 from ..tool_context import tool_context_for
 from ..tooling import get_registry
 from .claims import claim_invocation, extras_of
+from .client_tools import round_awaits_client
 from .finalize import Outcome, run_finalize, step_must_stop
 from .heartbeat import step_lease
 from .ledger import ref
@@ -126,6 +127,10 @@ def _complete(inv: ToolInvocation, result: ToolResult) -> None:
             return  # other calls of the round are still running
         if cancel_requested:
             transaction.on_commit(lambda: run_finalize(run_id=str(run.id), outcome=Outcome.CANCELLED))
+            return
+        if round_awaits_client(run, inv.iteration):
+            # The server's calls are done; the client's are the client's to run.
+            run_finalize(run_id=str(run.id), outcome=Outcome.COMPLETED)
             return
         cap = run.options.get("max_iterations", settings.CHATFORGE_MAX_ITERATIONS)
         LlmTurn.objects.create(run_id=run.id, iteration=iteration, offered_tools=iteration < cap)

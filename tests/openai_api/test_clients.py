@@ -1,6 +1,7 @@
 """The clients people build on, against the live stack: LangChain's
-``ChatOpenAI`` (invoke, stream, bind_tools, a LangGraph ReAct agent over two
-turns, with_structured_output), litellm (streamed and not, tools by name),
+``ChatOpenAI`` (invoke, stream, bind_tools with a server tool and with a
+client tool, LangGraph ReAct agents over two turns and with a client tool,
+with_structured_output), litellm (streamed and not, tools by name),
 the ``llm`` CLI (a two-turn chat after a tool-using reply) and the Vercel AI
 SDK (npm, ``vercel_ai/``: generateText then streamText). Each must
 finish multi-turn tool-using conversations without an error, and every
@@ -102,6 +103,76 @@ def test_a_langgraph_react_agent_over_two_turns(stack, fake_llm, make_user):
     assert state["messages"][-1].content == "Let me calculate.\n\nThe answer to 'Double-check it?' is 42."
     assert client_side_runs == []  # the agent never ran the tool itself
     assert calculator_runs(user) == 2
+
+
+def weather_then_answer():
+    """Asks the client's get_weather (and the server's calculator when the
+    question has a '*'), then answers from the results."""
+
+    def script(body):
+        results = tool_results(body)
+        weather = [r["content"] for r in results if "°C" in r["content"]]
+        if not weather:
+            calls = [("get_weather", {"city": "Paris"})]
+            if "*" in last_user_text(body):
+                calls.insert(0, ("calculator", {"expression": "6*7"}))
+            return Reply(text="Checking.", tool_calls=calls)
+        return Reply(text=f"Paris: {weather[-1]}; {len(results)} tool results.")
+
+    return script
+
+
+def test_langchain_bind_tools_with_a_client_tool_streamed_and_not(stack, fake_llm, make_user):
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return "Sunny, 21 °C"
+
+    fake_llm.add_script("lc-client-tool", weather_then_answer())
+    user, token = make_user()
+    for streaming in (False, True):
+        llm = chat_openai(stack, token, "lc-client-tool", streaming=streaming).bind_tools([get_weather])
+        history = [HumanMessage("Weather in Paris?")]
+        reply = llm.invoke(history)
+        assert [call["name"] for call in reply.tool_calls] == ["get_weather"]
+        assert reply.response_metadata["finish_reason"] == "tool_calls"
+        history += [reply, ToolMessage(get_weather.invoke(reply.tool_calls[0]["args"]),
+                                       tool_call_id=reply.tool_calls[0]["id"])]
+        final = llm.invoke(history)
+        assert final.content == "Paris: Sunny, 21 °C; 1 tool results." and not final.tool_calls
+    assert not ToolInvocation.objects.filter(run__user=user).exclude(status="client").exists()
+
+
+def test_a_langgraph_agent_with_a_client_tool_and_a_server_tool(stack, fake_llm, make_user):
+    """The agent runs its own get_weather; its ``calculator`` has the server
+    tool's name and parameters, so ChatForge runs it (once) and the agent's
+    copy never runs. The model sees both results in the agent's next request."""
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import create_react_agent
+
+    ran_here = []
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        ran_here.append(("get_weather", city))
+        return "Sunny, 21 °C"
+
+    @tool
+    def calculator(expression: str) -> str:
+        """Evaluate an arithmetic expression."""
+        ran_here.append(("calculator", expression))
+        return "client-side result"
+
+    fake_llm.add_script("lg-client-tool", weather_then_answer())
+    user, token = make_user()
+    agent = create_react_agent(chat_openai(stack, token, "lg-client-tool", streaming=True), [get_weather, calculator])
+    state = agent.invoke({"messages": [("user", "Weather in Paris, and 6*7?")]})
+    assert state["messages"][-1].content == "Paris: Sunny, 21 °C; 2 tool results."
+    assert ran_here == [("get_weather", "Paris")] and calculator_runs(user) == 1
 
 
 def test_langchain_structured_output(stack, fake_llm, make_user):

@@ -175,17 +175,33 @@ def test_a_round_without_a_following_answer_or_results_is_kept_and_completed():
         ("c1", "error", MISSING_TOOL_RESULT)]
 
 
-def test_a_history_ending_in_a_tool_message_is_refused_with_what_to_send():
-    error = refused(body(messages=[{"role": "user", "content": "hi"},
-                                   {"role": "assistant", "content": None, "tool_calls": [CALC]},
-                                   {"role": "tool", "tool_call_id": "c1", "content": "42"}]))
-    assert "last message must be the user's" in error.message and error.param == "messages"
+def test_tool_results_after_the_last_user_message_are_the_rounds_the_answer_carries_on_from():
+    chat = parse_chat_request(body(messages=[{"role": "user", "content": "hi"},
+                                             {"role": "assistant", "content": "Let me see.", "tool_calls": [CALC]},
+                                             {"role": "tool", "tool_call_id": "c1", "content": "42"}]))
+    assert chat.content == "hi" and chat.prior == []
+    assert chat.continued == [{"iteration": 0, "assistant_response": "Let me see.",
+                               "tool_calls": [{"id": "c1", "name": "calculator", "arguments": '{"expression": "6*7"}'}],
+                               "results": [{"tool_call_id": "c1", "name": "calculator", "output": "42",
+                                            "status": "success", "execution_time_ms": 0}]}]
+
+
+@pytest.mark.parametrize(("messages", "text"), [
+    ([USER, {"role": "assistant", "content": None, "tool_calls": [CALC]}], "no results follow"),
+    ([USER, {"role": "tool", "tool_call_id": "c9", "content": "42"}], "no assistant message"),
+    ([USER, {"role": "assistant", "content": None, "tool_calls": [CALC]},
+      {"role": "tool", "tool_call_id": "c9", "content": "42"}], "no assistant message"),
+    ([{"role": "assistant", "content": "hello"}], "has no user message"),
+])
+def test_what_follows_the_last_user_message_must_be_tool_rounds(messages, text):
+    error = refused(body(messages=messages))
+    assert text in error.message and error.param == "messages"
 
 
 @pytest.mark.parametrize(("payload", "param", "text"), [
     ({"messages": [USER]}, "model", "'model' is required"),
     (body(messages=[]), "messages", "non-empty"),
-    (body(messages=[USER, {"role": "assistant", "content": "x"}]), "messages", "last message must be the user's"),
+    (body(messages=[USER, {"role": "assistant", "content": "x"}]), "messages", "after the last user message only"),
     (body(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
      "messages", "'image_url'"),
     (body(messages=[{"role": "wizard", "content": "x"}]), "messages", "unknown role"),
@@ -250,7 +266,8 @@ def test_the_sdk_accumulator_keeps_every_call_of_every_round_intact():
 
 
 def test_unknown_finish_reasons_read_as_stop():
-    assert renderer().finish("tool_calls")["choices"][0]["finish_reason"] == "stop"
+    assert renderer().finish("max_iterations")["choices"][0]["finish_reason"] == "stop"
+    assert renderer().finish("tool_calls")["choices"][0]["finish_reason"] == "tool_calls"
     assert renderer().finish("length")["choices"][0]["finish_reason"] == "length"
 
 

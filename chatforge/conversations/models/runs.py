@@ -64,6 +64,11 @@ class Run(models.Model):
     # The client's Idempotency-Key header: a repeated request with the same
     # key (same user) gets this run back instead of starting another.
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
+    # The tool rounds this run carries on from, before its own first turn: a
+    # /v1 client's answer to the calls an earlier run made to the client's
+    # own tools (compact rounds, as on ``Message.tool_rounds``; docs/decisions/
+    # 0016-client-tools-end-the-run.md). Empty for every other run.
+    continued_rounds = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -133,8 +138,14 @@ class ToolInvocation(models.Model):
         ERROR = "error"
         TIMEOUT = "timeout"
         CANCELLED = "cancelled"
+        # A call to a tool the /v1 client defined: never run here. The run
+        # ends with it (finish_reason "tool_calls") and the client's result
+        # comes with its next request, which starts a run that continues.
+        CLIENT = "client"
 
     FINISHED = (Status.SUCCESS, Status.ERROR, Status.TIMEOUT, Status.CANCELLED)
+    # Nothing more will happen to these in this run: what a round waits for is the rest.
+    SETTLED = (*FINISHED, Status.CLIENT)
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_invocations")
     tool_call_id = models.CharField(max_length=128)
