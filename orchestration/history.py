@@ -11,6 +11,7 @@ from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
 from chatforge.conversations.selectors import ordered_messages
 
 from .providers.base import ChatMessage
+from .providers.images import images_of
 from .rounds import expand_rounds, tool_rounds_from_ledger
 
 FORCED_FINAL_NOTE = (
@@ -30,8 +31,10 @@ def conversation_messages(run: Run) -> list[ChatMessage]:
             messages.extend(expand_rounds(message.tool_rounds or []))
             if message.content:
                 messages.append(ChatMessage(role="assistant", content=message.content))
-        elif message.role in (Message.Role.USER, Message.Role.SYSTEM):
-            messages.append(ChatMessage(role=message.role, content=message.content))
+        elif message.role == Message.Role.USER:
+            messages.append(ChatMessage(role="user", content=message.content, images=images_of(message.content_json)))
+        elif message.role == Message.Role.SYSTEM:
+            messages.append(ChatMessage(role="system", content=message.content))
     return messages
 
 

@@ -19,10 +19,11 @@ from django.db import transaction
 from chatforge.api.throttles import MessagePostThrottle
 from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
 from chatforge.conversations.selectors import conversations_of, run_of
-from chatforge.llm.models import LanguageModel
-from chatforge.llm.routing import resolve_model
+from chatforge.llm.models import LanguageModel, ProviderKind
+from chatforge.llm.routing import resolve_model, route_rows
 from chatforge.llm.validation import all_validation_statuses
 from orchestration.providers import DEMO_MODEL
+from orchestration.providers.images import content_parts, data_url_parts
 from orchestration.providers.sampling import SUPPORTED
 from orchestration.services.runs import RunOptions, run_for_idempotency_key, run_request_cancel, run_start
 
@@ -33,6 +34,8 @@ from .translate import ChatRequest, ToolCallOut
 logger = logging.getLogger(__name__)
 
 RUN_GONE = "The run no longer exists: its conversation was deleted."
+# Provider kinds that take images as base64 only (no URLs).
+INLINE_IMAGES_ONLY = frozenset({ProviderKind.OLLAMA, ProviderKind.GEMINI})
 _RUN_OPTION_FIELDS = frozenset(f.name for f in dataclasses.fields(RunOptions))
 
 
@@ -101,6 +104,7 @@ def chat_start(*, user: AbstractBaseUser, request: ChatRequest, idempotency_key:
     an earlier request (same ``idempotency_key``) gets that request's run
     back, marked ``replayed``, and creates nothing."""
     options = _run_options(request)
+    check_images(model=request.model, images=[*request.images, *(i for p in request.prior for i in p.images)])
     replay = run_for_idempotency_key(user=user, key=idempotency_key, content=request.content)
     if replay is not None:
         return replay
@@ -108,19 +112,45 @@ def chat_start(*, user: AbstractBaseUser, request: ChatRequest, idempotency_key:
     if request.conversation_id is not None:
         conversation = _conversation(user, request.conversation_id)
         return run_start(user=user, conversation=conversation, content=request.content, options=options,
-                         idempotency_key=idempotency_key)
+                         idempotency_key=idempotency_key, images=request.images)
     with transaction.atomic():
         conversation = Conversation.objects.create(
             user=user, source=Conversation.Source.OPENAI, title=" ".join(request.content.split())[:80])
         for prior in request.prior:
             Message.objects.create(conversation=conversation, role=prior.role, content=prior.content,
+                                   content_json=content_parts(prior.content, prior.images),
                                    tool_rounds=prior.tool_rounds or [])
         run = run_start(user=user, conversation=conversation, content=request.content, options=options,
-                        idempotency_key=idempotency_key, continued_rounds=continued)
+                        idempotency_key=idempotency_key, continued_rounds=continued, images=request.images)
         if run.replayed:
             # A repeat that raced the first request: keep none of this request's rows.
             transaction.set_rollback(True)
         return run
+
+
+def check_images(*, model: str, images: list[str]) -> None:
+    """Images go to models that take them. A model configured in the admin
+    takes them when its "supports vision" flag is on; a model reached by
+    ``<provider>/<name>`` or the default endpoint is trusted (its provider
+    answers for itself). Ollama and Gemini take images inline only, so an
+    http(s) URL for them is refused rather than dropped."""
+    if not images:
+        return
+    if model == DEMO_MODEL:
+        raise OpenAIError("The demo model does not look at images: choose a model that takes them.",
+                          status=400, param="messages", code="images_not_supported")
+    rows = route_rows(model)
+    route = resolve_model(model, rows=rows)
+    if rows.model_row is not None and not route.capabilities.vision:
+        raise OpenAIError(
+            f"The model '{model}' is not set up to take images (its 'supports vision' setting in the admin "
+            "is off): send text only, or choose a model that takes images.",
+            status=400, param="messages", code="images_not_supported")
+    if route.kind in INLINE_IMAGES_ONLY and any(data_url_parts(url) is None for url in images):
+        raise OpenAIError(
+            f"The model '{model}' takes images inline only: send each image as a base64 data URL "
+            "(data:image/png;base64,...) instead of a link.",
+            status=400, param="messages", code="images_not_supported")
 
 
 def ignored_parameters(*, model: str, sampling: dict[str, Any]) -> list[str]:

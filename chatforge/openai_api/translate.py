@@ -46,6 +46,8 @@ ROUND_SEPARATOR = "\n\n"
 SHOW_TOOL_CALLS_HEADER = "X-ChatForge-Show-Tool-Calls"
 # OpenAI's finish reasons; anything else the engine reports reads as "stop".
 _FINISH_REASONS = frozenset({"stop", "length", "content_filter", "tool_calls"})
+# A data URL of an image the providers take (base64 only).
+_DATA_IMAGE = re.compile(r"data:image/(png|jpeg|gif|webp);base64,")
 # What OpenAI accepts as a function name.
 _FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -57,12 +59,14 @@ class PriorMessage:
     # An assistant message's tool rounds, as stored on ``Message.tool_rounds``
     # (built from a client's ``tool_calls`` and ``tool`` messages).
     tool_rounds: list[dict[str, Any]] | None = None
+    images: tuple[str, ...] = ()  # a user message's image URLs
 
 
 @dataclass(frozen=True)
 class ChatRequest:
     model: str
     content: str  # the new user message
+    images: list[str] = field(default_factory=list)  # its image URLs (data: or http(s):)
     prior: list[PriorMessage] = field(default_factory=list)  # earlier messages (new conversations only)
     tools: list[str] | None = None  # None: the default tools (CHATFORGE_OPENAI_DEFAULT_TOOLS); []: none
     # The full function specs among ``tools``, by name: a server tool's name
@@ -121,23 +125,48 @@ def _check_unsupported(body: Mapping[str, Any]) -> None:
 
 def _text_of(content: Any, *, where: str) -> str:
     """A message's text: a string, or an array of text parts."""
+    text, images = _content_of(content, where=where)
+    if images:
+        raise _invalid(f"{where}: images are accepted in user messages only.", param="messages")
+    return text
+
+
+def _content_of(content: Any, *, where: str) -> tuple[str, list[str]]:
+    """A message's text and image URLs: a string, or an array of ``text``
+    and ``image_url`` parts (``data:image/…;base64,…`` or ``http(s)://``)."""
     if content is None:
-        return ""
+        return "", []
     if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts: list[str] = []
-        for part in content:
-            if not isinstance(part, Mapping) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
-                raise _invalid(
-                    f"{where}: content part of type '{kind}' is not supported; ChatForge accepts text "
-                    'only (a string, or parts {"type": "text", "text": "..."}).',
-                    param="messages",
-                )
+        return content, []
+    if not isinstance(content, list):
+        raise _invalid(f"{where}: content must be a string or an array of content parts.", param="messages")
+    texts: list[str] = []
+    images: list[str] = []
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+        if kind == "text" and isinstance(part.get("text"), str):
             texts.append(part["text"])
-        return "\n".join(texts)
-    raise _invalid(f"{where}: content must be a string or an array of text parts.", param="messages")
+        elif kind == "image_url":
+            images.append(_image_url(part.get("image_url"), f"{where}.content[{j}]"))
+        else:
+            raise _invalid(
+                f"{where}: content part of type '{kind}' is not supported; ChatForge accepts text "
+                'and images (parts {"type": "text", "text": "..."} and {"type": "image_url", '
+                '"image_url": {"url": "..."}}).',
+                param="messages",
+            )
+    return "\n".join(texts), images
+
+
+def _image_url(value: Any, where: str) -> str:
+    url = value.get("url") if isinstance(value, Mapping) else None
+    if isinstance(url, str) and (_DATA_IMAGE.match(url) or url.startswith(("https://", "http://"))):
+        return url
+    raise _invalid(
+        f"{where}: an image must be {{\"image_url\": {{\"url\": ...}}}} with a base64 data URL "
+        "(data:image/png;base64,...; png, jpeg, gif or webp) or an http(s) URL.",
+        param="messages",
+    )
 
 
 class _HistoryBuilder:
@@ -152,7 +181,7 @@ class _HistoryBuilder:
         self.messages: list[PriorMessage] = []
         self._rounds: list[dict[str, Any]] = []
 
-    def add(self, role: str, message: Mapping[str, Any], text: str, where: str) -> None:
+    def add(self, role: str, message: Mapping[str, Any], text: str, where: str, images: tuple[str, ...] = ()) -> None:
         if role == "assistant" and message.get("tool_calls"):
             self._rounds.append({
                 "iteration": len(self._rounds), "assistant_response": text,
@@ -164,7 +193,8 @@ class _HistoryBuilder:
             self.messages.append(PriorMessage(role="assistant", content=text, tool_rounds=self._take_rounds()))
         else:
             self._close_rounds()
-            self.messages.append(PriorMessage(role="system" if role == "developer" else role, content=text))
+            self.messages.append(PriorMessage(role="system" if role == "developer" else role, content=text,
+                                              images=images))
 
     def _add_result(self, message: Mapping[str, Any], text: str) -> None:
         call_id = message.get("tool_call_id")
@@ -213,8 +243,9 @@ def _client_tool_calls(raw: Any, where: str) -> list[dict[str, str]]:
     return calls
 
 
-def _messages(raw: Any) -> tuple[list[PriorMessage], str, list[dict[str, Any]]]:
-    """``(earlier messages, the last user message, the tool rounds after it)``.
+def _messages(raw: Any) -> tuple[list[PriorMessage], str, list[str], list[dict[str, Any]]]:
+    """``(earlier messages, the last user message's text and images, the
+    tool rounds after it)``.
     After the last user message only tool rounds may follow: the assistant's
     calls of the client's tools and the client's ``tool`` results, which
     the answer carries on from."""
@@ -228,11 +259,16 @@ def _messages(raw: Any) -> tuple[list[PriorMessage], str, list[dict[str, Any]]]:
     history = _HistoryBuilder()
     for i, message in enumerate(raw[:last_user]):
         where = f"messages[{i}]"
-        history.add(roles[i], message, _text_of(message.get("content"), where=where), where)
+        if roles[i] == "user":
+            text, images = _content_of(message.get("content"), where=where)
+            history.add("user", message, text, where, tuple(images))
+        else:
+            history.add(roles[i], message, _text_of(message.get("content"), where=where), where)
     where = f"messages[{last_user}]"
     history.add("user", {}, "", where)  # closes a tool round left open before the user's message
-    prior = [m for m in history.messages[:-1] if m.content or m.tool_rounds]
-    return prior, _text_of(raw[last_user].get("content"), where=where), _continued_rounds(raw, roles, last_user)
+    prior = [m for m in history.messages[:-1] if m.content or m.tool_rounds or m.images]
+    content, images = _content_of(raw[last_user].get("content"), where=where)
+    return prior, content, images, _continued_rounds(raw, roles, last_user)
 
 
 def _continued_rounds(raw: list[Any], roles: list[str], last_user: int) -> list[dict[str, Any]]:
@@ -464,7 +500,7 @@ def parse_chat_request(body: Any, *, show_tool_calls_header: str | None = None) 
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise _invalid("'model' is required: a model name from GET /v1/models.", param="model")
-    prior, content, continued = _messages(body.get("messages"))
+    prior, content, images, continued = _messages(body.get("messages"))
     conversation_id = _optional_str(body, "conversation_id")
     if conversation_id is not None:
         if continued:
@@ -498,6 +534,7 @@ def parse_chat_request(body: Any, *, show_tool_calls_header: str | None = None) 
     return ChatRequest(
         model=model.strip(),
         content=content,
+        images=images,
         prior=prior,
         tools=tools,
         tool_specs=tool_specs,

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from orchestration.providers.base import ChatMessage, ToolCall
+from orchestration.providers.images import data_url_parts
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ def thinking_blocks_of(calls: Iterable[ToolCall]) -> list[Block]:
 def _blocks(message: ChatMessage) -> tuple[str, list[Block]]:
     match message.role:
         case "user":
-            return "user", _text_blocks(message.content)
+            return "user", _text_blocks(message.content) + [_image_block(url) for url in message.images]
         case "assistant":
             blocks = thinking_blocks_of(message.tool_calls) if message.tool_calls else []
             blocks += _text_blocks(message.content)
@@ -148,6 +149,13 @@ def _blocks(message: ChatMessage) -> tuple[str, list[Block]]:
             raise ValueError("system messages are handled by the caller")
         case _:
             assert_never(message.role)
+
+
+def _image_block(url: str) -> Block:
+    data = data_url_parts(url)
+    if data is not None:
+        return {"type": "image", "source": {"type": "base64", "media_type": data[0], "data": data[1]}}
+    return {"type": "image", "source": {"type": "url", "url": url}}
 
 
 def _text_blocks(text: str | None) -> list[Block]:

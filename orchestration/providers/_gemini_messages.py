@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from orchestration.providers.base import ChatMessage, ToolCall
+from orchestration.providers.images import data_url_parts
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +69,10 @@ def to_gemini_prompt(messages: Sequence[ChatMessage], *, signature_fallback: boo
                 if message.content:
                     system.append(message.content)
             case "user":
-                if message.content:
-                    contents.append({"role": "user", "parts": [{"text": message.content}]})
+                parts = ([{"text": message.content}] if message.content else []) + [
+                    _image_part(url) for url in message.images]
+                if parts:
+                    contents.append({"role": "user", "parts": parts})
                 else:
                     logger.debug("Leaving out an empty user message: Gemini refuses empty text parts")
             case "assistant":
@@ -96,6 +99,15 @@ def _model_content(message: ChatMessage, *, signature_fallback: bool) -> dict[st
     if not parts:
         return None  # an empty model turn is a 400; it carried nothing anyway
     return {"role": "model", "parts": parts}
+
+
+def _image_part(url: str) -> dict[str, Any]:
+    """Gemini takes images inline; a URL is passed as ``fileData`` (Gemini
+    fetches only some kinds: /v1 refuses http(s) images for Gemini models)."""
+    data = data_url_parts(url)
+    if data is not None:
+        return {"inlineData": {"mimeType": data[0], "data": data[1]}}
+    return {"fileData": {"fileUri": url}}
 
 
 def _function_call_part(call: ToolCall) -> dict[str, Any]:

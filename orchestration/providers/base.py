@@ -38,6 +38,9 @@ class ChatMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None  # role == "tool" only
     name: str | None = None  # role == "tool": the tool's name
+    # role == "user": image URLs (base64 data: URLs, or http(s) for providers
+    # that fetch them; providers/images.py).
+    images: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ from orchestration.providers.base import (
     TurnRequest,
     TurnResult,
 )
+from orchestration.providers.images import data_url_parts
 from orchestration.providers.failures import logged_failure
 from orchestration.providers.retry_hints import retry_after_from_headers
 from orchestration.providers.sampling import json_output, stop_sequences
@@ -321,6 +322,10 @@ def messages_to_ollama(messages: list[ChatMessage]) -> list[dict[str, Any]]:
 
 def message_to_ollama(message: ChatMessage, *, call_names: Mapping[str, str] | None = None) -> dict[str, Any]:
     match message.role:
+        case "user" if message.images:
+            # Ollama takes base64 only, without the data: prefix (/v1 refuses http(s) images for it).
+            images = [parts[1] for parts in map(data_url_parts, message.images) if parts is not None]
+            return {"role": "user", "content": message.content or "", "images": images}
         case "system" | "user":
             return {"role": message.role, "content": message.content or ""}
         case "assistant":

@@ -35,6 +35,7 @@ from orchestration.providers.base import (
     TurnRequest,
     TurnResult,
 )
+from orchestration.providers.images import content_parts
 from orchestration.providers.failures import logged_failure
 from orchestration.providers.tool_call_accumulator import ToolCallAccumulator
 
@@ -210,6 +211,8 @@ def request_params(request: TurnRequest) -> dict[str, Any]:
 def message_to_openai(message: ChatMessage) -> dict[str, Any]:
     """One neutral message in the OpenAI wire shape (PROVIDERS.md §1)."""
     match message.role:
+        case "user" if message.images:
+            return {"role": "user", "content": content_parts(message.content or "", message.images)}
         case "system" | "user":
             return {"role": message.role, "content": message.content or ""}
         case "assistant":

@@ -238,6 +238,10 @@ def message_to_items(message: ChatMessage) -> list[dict[str, Any]]:
     match message.role:
         case "system":
             return []
+        case "user" if message.images:
+            parts = [{"type": "input_text", "text": message.content}] if message.content else []
+            return [{"role": "user", "content": parts + [
+                {"type": "input_image", "image_url": url, "detail": "auto"} for url in message.images]}]
         case "user":
             return [{"role": "user", "content": message.content or ""}]
         case "assistant":

@@ -18,6 +18,7 @@ from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
 from chatforge.errors import IdempotencyKeyReused, InvalidRequest, RunActive, TooManyActiveRuns, UnknownTool
 
 from .. import dispatch
+from ..providers.images import content_parts
 from ..providers.sampling import SAMPLING_OPTIONS
 from ..tooling import get_registry
 from .finalize import Outcome, run_finalize
@@ -196,6 +197,7 @@ def run_start(
     on_active: OnActive = OnActive.REJECT,
     idempotency_key: str = "",
     continued_rounds: list[dict] | None = None,
+    images: list[str] | None = None,
 ) -> Run:
     """Write the user's message, the run and its first turn in one
     transaction and enqueue the turn after it commits.
@@ -207,6 +209,8 @@ def run_start(
 
     ``continued_rounds``: tool rounds the run carries on from before its own
     first turn (a /v1 client's results for its own tools; ``Run.continued_rounds``).
+    ``images``: image URLs of the user's message (checked by the caller
+    against the model; ``providers/images.py``).
     """
     replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
     if replay is not None:
@@ -214,7 +218,7 @@ def run_start(
     try:
         return _run_create(user=user, conversation=conversation, content=content, options=options,
                            on_active=on_active, idempotency_key=idempotency_key,
-                           continued_rounds=continued_rounds or [])
+                           continued_rounds=continued_rounds or [], images=images or [])
     except IntegrityError:
         replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
         if replay is None:
@@ -231,8 +235,9 @@ def _run_create(
     on_active: OnActive,
     idempotency_key: str,
     continued_rounds: list[dict],
+    images: list[str],
 ) -> Run:
-    if not content.strip():
+    if not content.strip() and not images:
         raise InvalidRequest("The message is empty: send some text.", details={"field": "content"})
     if len(content) > settings.CHATFORGE_MAX_MESSAGE_CHARS:
         raise InvalidRequest(
@@ -243,7 +248,7 @@ def _run_create(
     stored_options = check_run_options(options)
     model = options.model or stored_options.pop("assistant_model", "") or settings.CHATFORGE_DEFAULT_MODEL
     now = timezone.now()
-    title = "" if conversation.title else content.strip().splitlines()[0][:80]
+    title = "" if conversation.title else (content.strip().splitlines() or ["(image)"])[0][:80]
     with transaction.atomic():
         # Posts to one conversation are decided one at a time: this UPDATE
         # (its new activity time, and a title from the first message) locks
@@ -264,7 +269,8 @@ def _run_create(
                 details={"active_run_id": str(active.id)},
             )
         message = Message.objects.create(
-            conversation=conversation, role=Message.Role.USER, content=content
+            conversation=conversation, role=Message.Role.USER, content=content,
+            content_json=content_parts(content, images),
         )
         run = Run.objects.create(
             conversation=conversation,

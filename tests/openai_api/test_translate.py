@@ -203,7 +203,9 @@ def test_what_follows_the_last_user_message_must_be_tool_rounds(messages, text):
     (body(messages=[]), "messages", "non-empty"),
     (body(messages=[USER, {"role": "assistant", "content": "x"}]), "messages", "after the last user message only"),
     (body(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
-     "messages", "'image_url'"),
+     "messages", "an image must be"),
+    (body(messages=[USER, {"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": "https://x"}}]},
+                    USER]), "messages", "images are accepted in user messages only"),
     (body(messages=[{"role": "wizard", "content": "x"}]), "messages", "unknown role"),
     (body(tools=[{"type": "custom", "custom": {"name": "x"}}]), "tools", "'custom'"),
     (body(tools=[{"name": "x"}]), "tools", "must be a tool name"),
@@ -303,3 +305,15 @@ def test_completion_body_has_no_client_tool_calls():
     assert completion["object"] == "chat.completion"
     assert completion["choices"][0]["message"] == {"role": "assistant", "content": "42", "refusal": None}
     assert completion["usage"] == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+
+
+def test_image_parts_of_user_messages_are_kept_with_their_text():
+    png = "data:image/png;base64,iVBORw0KGgo="
+    chat = parse_chat_request(body(messages=[
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": png}}]},
+        {"role": "assistant", "content": "A pixel."},
+        {"role": "user", "content": [{"type": "text", "text": "And this?"},
+                                     {"type": "image_url", "image_url": {"url": "https://example.com/b.jpg"}}]},
+    ]))
+    assert chat.prior[0].images == (png,) and chat.prior[0].content == ""
+    assert chat.content == "And this?" and chat.images == ["https://example.com/b.jpg"]
