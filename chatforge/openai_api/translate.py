@@ -27,10 +27,10 @@ SUPPORTED = frozenset({
     "model", "messages", "tools", "tool_choice", "stream", "stream_options", "temperature",
     "max_tokens", "max_completion_tokens", "reasoning_effort", "conversation_id", "assistant",
     "show_tool_calls", "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "response_format",
-    "parallel_tool_calls",
+    "parallel_tool_calls", "user",
 })
 # Parameters that do not change the answer; accepted and ignored.
-IGNORED = frozenset({"user", "metadata", "store", "safety_identifier", "prompt_cache_key", "service_tier"})
+IGNORED = frozenset({"metadata", "store", "safety_identifier", "prompt_cache_key", "service_tier"})
 # Parameters accepted only with the value that means "the default".
 _DEFAULT_ONLY: dict[str, Any] = {"n": 1, "logprobs": False}
 
@@ -449,8 +449,17 @@ def _sampling(body: Mapping[str, Any], tool_choice: Any) -> dict[str, Any]:
         "response_format": _response_format(body.get("response_format")),
         "parallel_tool_calls": parallel,
         "tool_choice": tool_choice,
+        "user": _end_user(body.get("user")),
     }
     return {key: value for key, value in sampling.items() if value is not None}
+
+
+def _end_user(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > 256:
+        raise _invalid("'user' must be a string of at most 256 characters.", param="user")
+    return value
 
 
 def _number(body: Mapping[str, Any], name: str, *, low: float, high: float) -> float | None:

@@ -46,7 +46,7 @@ CHUNK_OBJECT = "chat.completion.chunk"
 # ``verbosity`` is OpenAI's (gpt-5); the engine only sets options the model supports.
 PASS_THROUGH_OPTIONS = (
     "temperature", "max_tokens", "reasoning_effort", "verbosity",
-    "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "response_format",
+    "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "response_format", "user",
 )
 # Only meaningful with tools (a server may refuse them without).
 TOOL_OPTIONS = ("parallel_tool_calls", "tool_choice")

@@ -16,6 +16,7 @@ from typing import Any
 SAMPLING_OPTIONS = (
     "top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "response_format",
     "parallel_tool_calls", "tool_choice",
+    "user",  # the client's end-user id, for the upstream's abuse monitoring
 )
 
 # What each provider kind honours of SAMPLING_OPTIONS (the rest is ignored).

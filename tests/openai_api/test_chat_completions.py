@@ -441,7 +441,7 @@ def test_sampling_parameters_reach_the_model_and_a_forced_tool_choice_holds_for_
         assert (sent["top_p"], sent["stop"], sent["seed"]) == (0.5, ["END"], 7)
         assert (sent["presence_penalty"], sent["frequency_penalty"]) == (0.1, 0.2)
         assert sent["response_format"] == {"type": "json_schema", "json_schema": schema}
-        assert sent["parallel_tool_calls"] is False
+        assert sent["parallel_tool_calls"] is False and sent["user"] == "me"
     # Forcing a call holds for the first turn only, else the model could never answer.
     assert first["tool_choice"] == "required" and "tool_choice" not in second
 

@@ -98,7 +98,8 @@ def test_sampling_parameters_are_checked_and_kept():
         response_format={"type": "json_schema", "json_schema": schema}, parallel_tool_calls=False, user="u1"))
     assert request.sampling == {
         "top_p": 0.9, "stop": ["END", "STOP"], "seed": 7, "presence_penalty": -0.5, "frequency_penalty": 1.0,
-        "response_format": {"type": "json_schema", "json_schema": schema}, "parallel_tool_calls": False}
+        "response_format": {"type": "json_schema", "json_schema": schema}, "parallel_tool_calls": False,
+        "user": "u1"}
     assert parse_chat_request(body(response_format={"type": "json_object"})).sampling == {
         "response_format": {"type": "json_object"}}
 
@@ -124,7 +125,7 @@ def test_unsupported_parameters_are_named(field, value):
 
 def test_default_values_of_unsupported_parameters_pass():
     request = parse_chat_request(body(n=1, logprobs=False, modalities=["text"], response_format={"type": "text"},
-                                      user="u1", metadata={"a": "b"}, top_p=None))
+                                      user="", metadata={"a": "b"}, top_p=None))
     # Accepted and ignored: the request reads exactly as it would without them.
     assert request == parse_chat_request(body())
 
