@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt co
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install services browser screenshots bench bench-load lock worker-llm worker-tools beat
+.PHONY: run test install services browser screenshots bench bench-load lock worker-llm worker-tools beat chat
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ run: install
 	$(PY) manage.py migrate --noinput -v 0
 	$(PY) manage.py create_demo_user --admin --instructions --base-url http://$(HOST):$(PORT)
 	$(PY) manage.py serve --host $(HOST) --port $(PORT)
+
+## Chat from the terminal as the demo user, printing the run live:
+## make chat (reads messages from stdin) or make chat MESSAGE="What is 17*23?"
+chat: install
+	$(PY) manage.py chat $(if $(MESSAGE),"$(MESSAGE)")
 
 ## Run the whole test suite (needs local Postgres, Redis and Debian's Chromium;
 ## starts the services if stopped, installs what is missing when it may)
@@ -56,8 +61,8 @@ bench-load: install
 
 # Distributed-mode processes (set DATABASE_URL, REDIS_URL, DJANGO_SECRET_KEY).
 worker-llm: install
-	$(VENV)/bin/celery -A chatforge worker -Q llm,default -P gevent -c 500 -n llm@%h
+	$(VENV)/bin/celery -A chatforge worker -Q llm,default -P gevent -c 500 -n llm@%h -l INFO -E
 worker-tools: install
-	$(VENV)/bin/celery -A chatforge worker -Q tools -P prefork -c 4 -n tools@%h
+	$(VENV)/bin/celery -A chatforge worker -Q tools -P prefork -c 4 -n tools@%h -l INFO -E
 beat: install
-	$(VENV)/bin/celery -A chatforge beat
+	$(VENV)/bin/celery -A chatforge beat -l INFO

@@ -5,6 +5,11 @@ from django.urls import include, path
 
 from chatforge.api import health
 
+# The admin's title bar and page titles say whose admin it is.
+admin.site.site_header = "ChatForge administration"
+admin.site.site_title = "ChatForge admin"
+admin.site.index_title = "Tools, models, users and runs"
+
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
@@ -77,6 +78,41 @@ def _environment_key(kind: str) -> str:
         ProviderKind.GEMINI: settings.GEMINI_API_KEY,
         ProviderKind.OLLAMA: "",
     }[kind]
+
+
+# Vendors' public endpoints, which answer nothing without a key.
+_KEYED_HOSTS = frozenset({"api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com"})
+_KEY_SETTINGS = {
+    ProviderKind.OPENAI: "OPENAI_API_KEY",
+    ProviderKind.OPENAI_RESPONSES: "OPENAI_API_KEY",
+    ProviderKind.ANTHROPIC: "ANTHROPIC_API_KEY",
+    ProviderKind.GEMINI: "GEMINI_API_KEY",
+}
+
+
+def _needs_key(kind: str, base_url: str) -> bool:
+    return kind in _KEY_SETTINGS and urlsplit(base_url).hostname in _KEYED_HOSTS
+
+
+def missing_key_message(model: str, *, user_id: int | None) -> str | None:
+    """Why ``model`` cannot be called — a vendor's public endpoint and no key
+    for it anywhere (the model's provider, the user's own keys, the
+    environment) — or None. A run would otherwise make its attempts against
+    the endpoint and fail on a 401. Costs no query when the environment has
+    the key, as it does wherever that vendor is used."""
+    prefix, _, rest = model.partition("/")
+    kind = _PREFIXES[prefix] if rest and prefix in _PREFIXES else ProviderKind.OPENAI
+    if _environment_key(kind) or not _needs_key(kind, _default_base_url(kind)):
+        return None
+    route = resolve_model(model, user_id=user_id)
+    if route.api_key or not _needs_key(route.kind, route.base_url):
+        return None
+    setting = _KEY_SETTINGS[ProviderKind(route.kind)]
+    return (
+        f"The model '{model}' would be called at {route.base_url} ({route.source}), and no API key is set "
+        f"for it: set {setting} on the server, add your own key as '{USER_KEY_SECRETS[ProviderKind(route.kind)]}' "
+        "in your settings, or have an admin configure the model (with its provider's key)."
+    )
 
 
 def provider_key(provider: Provider) -> str:

@@ -14,10 +14,12 @@ from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from chatforge.catalog.models import Assistant
+from chatforge.llm.routing import missing_key_message
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
 from chatforge.errors import IdempotencyKeyReused, InvalidRequest, RunActive, TooManyActiveRuns, UnknownTool
 
 from .. import dispatch
+from ..providers import DEMO_MODEL
 from ..providers.images import content_parts
 from ..providers.sampling import SAMPLING_OPTIONS
 from ..tooling import get_registry
@@ -247,6 +249,9 @@ def _run_create(
         )
     stored_options = check_run_options(options)
     model = options.model or stored_options.pop("assistant_model", "") or settings.CHATFORGE_DEFAULT_MODEL
+    missing_key = missing_key_message(model, user_id=user.pk) if model != DEMO_MODEL else None
+    if missing_key:
+        raise InvalidRequest(missing_key, details={"field": "model"})
     now = timezone.now()
     title = "" if conversation.title else (content.strip().splitlines() or ["(image)"])[0][:80]
     with transaction.atomic():

@@ -111,7 +111,7 @@ def test_stop_button_cancels_a_slow_run(page: Page, log_in, browser_user, fake_m
     assert reply_text(page).startswith("slow0 slow1 slow2")
 
 
-def test_reload_mid_run_resumes_without_duplicated_text(page: Page, log_in, browser_user, fake_model):
+def test_reload_mid_run_resumes_without_duplicated_text(page: Page, stack, log_in, browser_user, fake_model):
     browser_user("cy")
     model = fake_model("browser-reload", [
         Reply(text="One moment.", tool_calls=[("echo", {"text": "x"})]),
@@ -123,6 +123,8 @@ def test_reload_mid_run_resumes_without_duplicated_text(page: Page, log_in, brow
     send(page, model, "Count for me")
     expect(last_reply(page).locator(".round-text").last).to_contain_text("word5 ")
 
+    server_log = stack.process("server")
+    logged_before = len(server_log.log())
     page.reload()
     reply = last_reply(page)
     # Drawn at once from the saved state, then resumed after its last seq.
@@ -132,6 +134,9 @@ def test_reload_mid_run_resumes_without_duplicated_text(page: Page, log_in, brow
     assert len(sockets) == 2 and "?after=" not in sockets[0]
     assert re.search(r"\?after=\d+$", sockets[1]), sockets
     expect(reply.locator(".tool-card[data-tool-name=echo]")).to_have_attribute("data-status", "success")
+    # A reload is routine: the socket it dropped is logged at INFO at most.
+    logged = server_log.log()[logged_before:]
+    assert " ERROR " not in logged and "Traceback" not in logged, logged[-5000:]
 
 
 def test_dropped_connection_reconnects_from_last_seq(page: Page, log_in, browser_user, fake_model):

@@ -211,9 +211,10 @@ def test_procfile():
     assert set(entries) == {"release", "web", "worker-llm", "worker-tools", "beat"}
     assert entries["release"] == "python manage.py migrate --noinput"
     assert entries["web"].startswith("python manage.py serve --host 0.0.0.0 --port ")
-    assert entries["worker-llm"] == "celery -A chatforge worker -Q llm,default -P gevent -c 500 -n llm@%h"
-    assert entries["worker-tools"] == "celery -A chatforge worker -Q tools -P prefork -c 4 -n tools@%h"
-    assert entries["beat"] == "celery -A chatforge beat"
+    # Workers log each task at INFO and send task events (-E) for Flower and `celery events`.
+    assert entries["worker-llm"] == "celery -A chatforge worker -Q llm,default -P gevent -c 500 -n llm@%h -l INFO -E"
+    assert entries["worker-tools"] == "celery -A chatforge worker -Q tools -P prefork -c 4 -n tools@%h -l INFO -E"
+    assert entries["beat"] == "celery -A chatforge beat -l INFO"
     commands = [shlex.split(c) for c in entries.values()]
     for command in commands:
         check_command(command)

@@ -82,3 +82,35 @@ def test_the_admin_form_stores_keys_encrypted_and_write_only():
     assert edit.is_valid() and "sk-secret-value" not in str(edit)
     edit.save()
     assert resolve_model("p/gpt-4o").api_key == "sk-secret-value"
+
+
+class TestMissingKey:
+    """A model that would go to a vendor's public endpoint with no key is
+    named at once, with the setting to set (not left to fail on a 401)."""
+
+    @pytest.fixture(autouse=True)
+    def public_endpoints_without_keys(self, settings):
+        settings.OPENAI_BASE_URL = "https://api.openai.com/v1"
+        settings.OPENAI_API_KEY = ""
+        settings.ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+        settings.ANTHROPIC_API_KEY = ""
+
+    def test_an_unknown_model_names_the_missing_setting(self, django_user_model):
+        from chatforge.llm.routing import missing_key_message
+
+        message = missing_key_message("gpt-unknown", user_id=None)
+        assert "OPENAI_API_KEY" in message and "https://api.openai.com/v1" in message
+        assert "ANTHROPIC_API_KEY" in missing_key_message("anthropic/claude-x", user_id=None)
+
+    def test_a_key_anywhere_is_enough(self, settings, django_user_model):
+        from chatforge.llm.routing import missing_key_message
+
+        user = django_user_model.objects.create(username="keyed")
+        user_secret_set(user=user, name="openai_api_key", value="sk-own")
+        assert missing_key_message("gpt-unknown", user_id=user.pk) is None
+        provider = Provider.objects.create(name="p", kind="openai", base_url="https://api.openai.com/v1",
+                                           api_key_ciphertext=encrypt("row-key"))
+        LanguageModel.objects.create(name="configured", provider=provider)
+        assert missing_key_message("configured", user_id=None) is None
+        settings.OPENAI_BASE_URL = "http://vllm.internal:8000/v1"  # a local server may need no key
+        assert missing_key_message("gpt-unknown", user_id=None) is None

@@ -36,6 +36,16 @@ def embedded_env() -> dict[str, str]:
     return env
 
 
+def test_make_chat_needs_no_activated_venv(embedded_env):
+    """The documented ``make chat MESSAGE=…``, with no virtualenv on PATH."""
+    env = {**embedded_env, "PATH": "/usr/local/bin:/usr/bin:/bin"}
+    env.pop("VIRTUAL_ENV", None)
+    done = subprocess.run(["make", "-s", "chat", "MESSAGE=What is 17*23?"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "391" in done.stdout and "[completed: stop" in done.stdout
+
+
 def test_one_message_in_embedded_mode(embedded_env):
     done = chat([QUESTION], embedded_env)
 

@@ -157,3 +157,16 @@ def test_token_without_a_name_is_refused(client_in):
 
 def test_settings_forms_need_post(client_in):
     assert client_in.get("/settings/tokens/").status_code == 405
+
+
+def test_pages_have_the_favicon_and_the_admin_says_chatforge(client_in, django_user_model):
+    html = client_in.get("/").content.decode()
+    assert 'rel="icon" type="image/svg+xml"' in html
+    icon = Client().get("/static/web/favicon.svg")
+    assert icon.status_code == 200 and icon["Content-Type"].startswith("image/svg+xml")
+    staff = django_user_model.objects.create_user(username="boss", password="pw", is_staff=True, is_superuser=True)
+    admin = Client()
+    admin.force_login(staff)
+    page = admin.get("/admin/").content.decode()
+    assert "ChatForge administration" in page and "<title>" in page and "ChatForge admin" in page
+    assert "ChatForge administration" in Client().get("/admin/login/").content.decode()

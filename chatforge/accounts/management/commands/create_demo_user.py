@@ -1,15 +1,24 @@
-"""Create (or reuse) a demo user and print an API token for it."""
+"""Create (or reuse) a demo user and print an API token for it.
+
+Tokens are stored hashed, so the plaintext of an earlier one cannot be shown
+again: each call issues a new "demo" token and revokes the user's earlier
+"demo" tokens, so repeated ``make run`` leaves one live token, not one per
+start."""
 
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from chatforge.accounts.tokens import api_token_create
+from chatforge.accounts.models import ApiToken
+from chatforge.accounts.tokens import api_token_create, api_tokens_revoke
+
+
+DEMO_TOKEN_NAME = "demo"
 
 
 class Command(BaseCommand):
-    help = "Create the demo user (if missing) and print a fresh API token for it."
+    help = "Create the demo user (if missing) and print a fresh API token for it (revoking its earlier demo tokens)."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--username", default="demo")
@@ -31,13 +40,14 @@ class Command(BaseCommand):
             user.is_staff = user.is_superuser = True
         if created or admin:
             user.save()
-        issued = api_token_create(user=user, name="demo")
+        revoked = api_tokens_revoke(tokens=ApiToken.objects.filter(user=user, name=DEMO_TOKEN_NAME))
+        issued = api_token_create(user=user, name=DEMO_TOKEN_NAME)
         if token_only:
             self.stdout.write(issued.plaintext)
             return
         verb = "Created" if created else "Reusing"
         self.stdout.write(f"{verb} user '{username}' (password '{password}' if newly created).")
-        self.stdout.write(f"API token: {issued.plaintext}")
+        self.stdout.write(f"API token: {issued.plaintext}" + (" (the earlier demo token is revoked)" if revoked else ""))
         if instructions:
             self.stdout.write(_INSTRUCTIONS.format(base=base_url, token=issued.plaintext))
 
@@ -57,7 +67,8 @@ Chat through the API (the built-in demo model answers time and arithmetic questi
   # (websocket clients send that header too, or the subprotocols ["chatforge.bearer", "$TOKEN"])
   curl -s -H "Authorization: Bearer $TOKEN" {base}/api/conversations/$CONV/messages/
 
-Or from a terminal:  python manage.py chat "What time is it in Tokyo, and what is 17*23?"
+Or from a terminal:  make chat MESSAGE="What time is it in Tokyo, and what is 17*23?"
+  (the same as .venv/bin/python manage.py chat "…"; without MESSAGE it reads from stdin)
 OpenAI clients: base URL {base}/v1 with the token above as API key.
 API docs: {base}/api/docs/   Admin (runs, tools, providers): {base}/admin/ as the demo user
 """
