@@ -111,6 +111,10 @@ def test_interactive_chat_and_ctrl_c_against_the_distributed_workers(stack, fake
     process = subprocess.Popen(
         [sys.executable, "manage.py", "chat", "--user", user.username, "--model", "chat-cli-slow", "go on"],
         cwd=ROOT, env=stack.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # As from a terminal: a test run started in the background (``make test &``)
+        # ignores SIGINT, children inherit that, and Python then installs no
+        # KeyboardInterrupt handler, so Ctrl-C would never arrive.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while Conversation.objects.filter(user=user, runs__status="running",
