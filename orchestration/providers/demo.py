@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from orchestration.providers._demo_catalog_intents import catalog_intents
 from orchestration.providers._demo_intents import Intent, detect_intents
 from orchestration.providers.base import (
     ChatMessage,
@@ -34,9 +35,13 @@ logger = logging.getLogger(__name__)
 PREAMBLE = "Let me check that."
 CANNED_REPLY = (
     "I'm the ChatForge demo model. Ask me the time or some arithmetic, "
-    "e.g. 'What time is it in Tokyo and what is 17*23?'"
+    "e.g. 'What time is it in Tokyo and what is 17*23?', or name any other tool "
+    "to have me call it (e.g. 'lookup_order order_id=42')."
 )
 NOTHING_LEFT_REPLY = "I have no tool results to report."
+# Tools the demo understands by their own rules (_demo_intents.py); any other
+# offered tool is called when the message names it (_demo_catalog_intents.py).
+BUILT_IN_INTENT_TOOLS = {"get_time", "calculator", "echo"}
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,8 @@ class DemoProvider:
         if not request.tools or conversation.had_tool_round:
             return []
         intents = detect_intents(conversation.user_text, offered_tool_names(request.tools))
+        intents += catalog_intents(conversation.user_text, request.tools, skip=BUILT_IN_INTENT_TOOLS)
+        intents.sort(key=lambda intent: intent.position)
         return [_tool_call(intent, conversation, k) for k, intent in enumerate(intents)]
 
     def _stream_text(self, text: str) -> Iterator[TextDelta]:

@@ -22,7 +22,7 @@ from tests.support.site import API_KEY
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-def test_an_http_tool_created_in_the_admin_is_used_in_a_run(stack, fake_llm, local_site, make_user, admin_client):
+def create_weather_tool(admin_client, local_site) -> None:
     created = admin_client.post("/admin/catalog/tooldefinition/add/", {
         "name": "admin_weather", "description": "Current weather in a city.", "kind": "http", "enabled": "on",
         "parameters": json.dumps({"type": "object", "properties": {"city": {"type": "string"}},
@@ -38,6 +38,9 @@ def test_an_http_tool_created_in_the_admin_is_used_in_a_run(stack, fake_llm, loc
     assert created.status_code == 302, created.context["adminform"].form.errors
     assert ToolDefinition.objects.get(name="admin_weather").headers == {"X-Api-Key": "${WEATHER_KEY}"}
 
+
+def test_an_http_tool_created_in_the_admin_is_used_in_a_run(stack, fake_llm, local_site, make_user, admin_client):
+    create_weather_tool(admin_client, local_site)
     user, token = make_user()
     user_secret_set(user=user, name="weather_key", value=API_KEY)
     fake_llm.add_script("admin-http-tool", [
@@ -64,3 +67,21 @@ def test_an_http_tool_created_in_the_admin_is_used_in_a_run(stack, fake_llm, loc
     [result] = message.tool_rounds[0]["results"]
     assert result["name"] == "admin_weather" and json.loads(result["output"])["city"] == "Porto"
     assert API_KEY not in json.dumps(message.tool_rounds)
+
+
+def test_the_demo_model_calls_an_admin_made_tool_named_in_the_message(stack, local_site, make_user, admin_client):
+    """No real model needed to see a new tool work: the demo model calls a
+    tool the message names, with arguments taken from the message."""
+    create_weather_tool(admin_client, local_site)
+    user, token = make_user()
+    user_secret_set(user=user, name="weather_key", value=API_KEY)
+    api = ApiClient(stack.http_url, token)
+    accepted = api.post_message(api.new_conversation(), "admin_weather for Porto", model="demo")
+
+    events = follow_run(stack.ws_url, accepted["run_id"], token)
+
+    assert events[-1]["type"] == "run.completed", stack.logs()
+    [call] = [e["data"] for e in events if e["type"] == "tool_call"]
+    assert (call["name"], json.loads(call["arguments"])) == ("admin_weather", {"city": "Porto"})
+    answer = Message.objects.get(run_id=accepted["run_id"], role="assistant").content
+    assert answer.startswith("The admin_weather tool returned: ") and '"temp_c":21' in answer.replace(" ", "")

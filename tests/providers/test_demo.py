@@ -159,3 +159,43 @@ def test_calls_are_requested_once_per_user_message() -> None:
 
     assert second.tool_calls == []
     assert isinstance(first.tool_calls[0], ToolCall)
+
+
+ORDERS = {"type": "function", "function": {
+    "name": "lookup_order", "description": "Look up a customer order by its number in the shop's database.",
+    "parameters": {"type": "object", "required": ["order_id"], "properties": {
+        "order_id": {"type": "integer"}, "region": {"type": "string", "enum": ["eu", "us"]},
+        "note": {"type": "string"}}}}}
+SEARCH = {"type": "function", "function": {
+    "name": "kb-search", "description": "Search the knowledge base articles.",
+    "parameters": {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}}}}
+
+
+def called(text: str) -> list[tuple[str, dict]]:
+    _, result = run([user(text)], tools=[*TOOLS, ORDERS, SEARCH])
+    return [(call.name, json.loads(call.arguments)) for call in result.tool_calls]
+
+
+def test_any_offered_tool_named_in_the_message_is_called_with_arguments_from_it() -> None:
+    assert called("Please lookup_order 42") == [("lookup_order", {"order_id": 42, "region": "eu"})]
+    assert called("lookup order order_id=7 region=us note: \"rush\"") == [
+        ("lookup_order", {"order_id": 7, "region": "us", "note": "rush"})]
+    assert called("kb search for refund policy. Thanks") == [("kb-search", {"query": "refund policy"})]
+    assert called('Use kb-search with "return window"') == [("kb-search", {"query": "return window"})]
+
+
+def test_a_tool_is_also_called_when_the_message_shares_two_words_of_its_description() -> None:
+    assert called("Search our knowledge base about shipping") == [
+        ("kb-search", {"query": "Search our knowledge base about shipping"})]
+
+
+def test_built_in_intents_and_catalog_tools_mix_in_the_order_asked() -> None:
+    assert [name for name, _ in called("What is 2+2, then lookup_order 5")] == ["calculator", "lookup_order"]
+
+
+def test_a_tool_not_asked_for_is_not_called_and_the_answer_quotes_any_other_tools_output() -> None:
+    assert called("hello there") == []
+    history = [user("lookup_order 42")]
+    _, first = run(history, tools=[*TOOLS, ORDERS])
+    _, answer = run(history + tool_round(first, ['{"status": "shipped"}']), tools=[*TOOLS, ORDERS])
+    assert answer.text == 'The lookup_order tool returned: {"status": "shipped"}.'
