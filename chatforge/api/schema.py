@@ -31,6 +31,11 @@ CONVERSATION_SOURCE = OpenApiParameter(
     description="Only conversations made on the chat page or the REST API (chat), or by OpenAI clients "
                 "through /v1 (openai). Absent: all.",
 )
+CONVERSATION_SEARCH = OpenApiParameter(
+    "q", str, OpenApiParameter.QUERY, required=False,
+    description="Only conversations whose title or any message contains this text (case-insensitive).",
+)
+CONVERSATION_RENAME = OpenApiExample("Rename", value={"title": "Trip to Porto"}, request_only=True)
 IDEMPOTENCY_KEY_REUSED = OpenApiExample(
     "Idempotency-Key reused for another message",
     value={"error": {"code": "idempotency_key_reused",

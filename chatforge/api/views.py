@@ -46,7 +46,10 @@ def _event_urls(request: Request, run_id: str) -> dict[str, str]:
 
 
 @extend_schema_view(
-    list=extend_schema(examples=[schema.CONVERSATION], parameters=[schema.CONVERSATION_SOURCE]),
+    list=extend_schema(examples=[schema.CONVERSATION],
+                       parameters=[schema.CONVERSATION_SOURCE, schema.CONVERSATION_SEARCH]),
+    update=extend_schema(examples=[schema.CONVERSATION_RENAME, schema.CONVERSATION, schema.NOT_FOUND]),
+    partial_update=extend_schema(examples=[schema.CONVERSATION_RENAME, schema.CONVERSATION, schema.NOT_FOUND]),
     create=extend_schema(examples=[schema.CONVERSATION_CREATE, schema.CONVERSATION]),
     retrieve=extend_schema(examples=[schema.CONVERSATION, schema.NOT_FOUND]),
     destroy=extend_schema(responses={204: None, 404: dict}, examples=[schema.NOT_FOUND]),
@@ -55,16 +58,24 @@ class ConversationViewSet(
     mixins.CreateModelMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
+    mixins.UpdateModelMixin,
     mixins.DestroyModelMixin,
     viewsets.GenericViewSet,
 ):
+    """Conversations: list (``?source=``, ``?q=`` search), create, read,
+    rename (``PATCH {"title"}``), delete (cancels its active runs)."""
+
     serializer_class = ConversationSerializer
 
     def get_queryset(self):
-        source = self.request.query_params.get("source") if self.action == "list" else None
+        listing = self.action == "list"
+        source = self.request.query_params.get("source") if listing else None
         if source is not None and source not in Conversation.Source.values:
             raise ValidationError({"source": [f"Use one of: {', '.join(Conversation.Source.values)}."]})
-        return selectors.conversations_of(self.request.user, source=source)
+        search = self.request.query_params.get("q", "").strip() if listing else ""
+        if "\x00" in search:
+            raise ValidationError({"q": ["The search text cannot contain NUL characters."]})
+        return selectors.conversations_of(self.request.user, source=source, search=search or None)
 
     def perform_create(self, serializer: ConversationSerializer) -> None:
         serializer.save(user=self.request.user)

@@ -4,15 +4,26 @@ from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
+from django.db import models
+from django.db.models import Q, QuerySet
 
 from .models import Conversation, Message, Run
 
 
-def conversations_of(user: AbstractBaseUser, *, source: str | None = None) -> QuerySet[Conversation]:
-    """The user's conversations; only those of one ``Conversation.Source`` if given."""
+def conversations_of(
+    user: AbstractBaseUser, *, source: str | None = None, search: str | None = None
+) -> QuerySet[Conversation]:
+    """The user's conversations; only those of one ``Conversation.Source``,
+    and only those whose title or any message contains ``search``
+    (case-insensitive substring: what people expect of a sidebar search),
+    if given."""
     conversations = Conversation.objects.filter(user=user)
-    return conversations.filter(source=source) if source is not None else conversations
+    if source is not None:
+        conversations = conversations.filter(source=source)
+    if search:
+        matching = Message.objects.filter(conversation_id=models.OuterRef("pk"), content__icontains=search)
+        conversations = conversations.filter(Q(title__icontains=search) | Q(models.Exists(matching)))
+    return conversations
 
 
 def _position(message: Message) -> tuple:
