@@ -57,6 +57,13 @@ class MessageCreateSerializer(serializers.Serializer):
         help_text="If the conversation has a run in progress: reject (409), enqueue (start after it) "
         "or interrupt (cancel it, then start).",
     )
+    replace_from = serializers.UUIDField(
+        required=False,
+        help_text="Edit or regenerate: the id of one of the conversation's user messages. It and every "
+        "message after it are removed (with their runs), then this message is sent in its place. "
+        "Regenerate the last answer by sending the last user message's id and text. Refused (409) while "
+        "the conversation has a run in progress.",
+    )
 
 
 class RunAcceptedSerializer(serializers.Serializer):

@@ -112,6 +112,7 @@ class ConversationViewSet(
             ),
             on_active=OnActive(data["on_active"]),
             idempotency_key=idempotency_key,
+            replace_from=str(data["replace_from"]) if data.get("replace_from") else None,
         )
         body = {
             "conversation_id": str(run.conversation_id),

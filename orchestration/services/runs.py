@@ -16,6 +16,7 @@ from django.utils import timezone
 from chatforge.catalog.models import Assistant
 from chatforge.llm.routing import missing_key_message
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
+from chatforge.conversations.selectors import ordered_messages
 from chatforge.errors import IdempotencyKeyReused, InvalidRequest, RunActive, TooManyActiveRuns, UnknownTool
 
 from .. import dispatch
@@ -200,6 +201,7 @@ def run_start(
     idempotency_key: str = "",
     continued_rounds: list[dict] | None = None,
     images: list[str] | None = None,
+    replace_from: str | None = None,
 ) -> Run:
     """Write the user's message, the run and its first turn in one
     transaction and enqueue the turn after it commits.
@@ -213,6 +215,9 @@ def run_start(
     first turn (a /v1 client's results for its own tools; ``Run.continued_rounds``).
     ``images``: image URLs of the user's message (checked by the caller
     against the model; ``providers/images.py``).
+    ``replace_from``: edit or regenerate — the id of a user message of the
+    conversation; it and every later message go (``_truncate_from``) and
+    this message takes their place.
     """
     replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
     if replay is not None:
@@ -220,7 +225,8 @@ def run_start(
     try:
         return _run_create(user=user, conversation=conversation, content=content, options=options,
                            on_active=on_active, idempotency_key=idempotency_key,
-                           continued_rounds=continued_rounds or [], images=images or [])
+                           continued_rounds=continued_rounds or [], images=images or [],
+                           replace_from=replace_from)
     except IntegrityError:
         replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
         if replay is None:
@@ -238,6 +244,7 @@ def _run_create(
     idempotency_key: str,
     continued_rounds: list[dict],
     images: list[str],
+    replace_from: str | None = None,
 ) -> Run:
     if not content.strip() and not images:
         raise InvalidRequest("The message is empty: send some text.", details={"field": "content"})
@@ -266,6 +273,14 @@ def _run_create(
         if replay is not None:
             return replay
         active = _active_run_in(conversation, user)
+        if replace_from is not None:
+            if active is not None:
+                raise RunActive(
+                    f"This conversation has a run in progress ({active.id}); wait for it or cancel it "
+                    "before editing or regenerating a message.",
+                    details={"active_run_id": str(active.id)},
+                )
+            _truncate_from(conversation, replace_from)
         if active is not None and on_active == OnActive.REJECT:
             raise RunActive(
                 f"This conversation has a run in progress ({active.id}). Wait for it, cancel it, or "
@@ -295,6 +310,25 @@ def _run_create(
             transaction.on_commit(lambda: run_request_cancel(run=active))
         # on_active=enqueue: finalize of the active run dispatches this one.
     return run
+
+
+def _truncate_from(conversation: Conversation, message_id: str) -> None:
+    """The branch rule of editing and regenerating: the user message and
+    everything after it in the conversation are deleted — later messages
+    answered a text that no longer stands — with the runs of those messages
+    (their ledgers too). Called with the conversation's row locked and no
+    run active in it."""
+    messages = ordered_messages(conversation.pk)
+    start = next((i for i, m in enumerate(messages)
+                  if str(m.pk) == message_id and m.role == Message.Role.USER), None)
+    if start is None:
+        raise InvalidRequest(
+            "replace_from must be the id of one of this conversation's user messages.",
+            details={"field": "replace_from"},
+        )
+    doomed = [m.pk for m in messages[start:]]
+    Run.objects.filter(user_message_id__in=doomed).delete()
+    Message.objects.filter(pk__in=doomed).delete()
 
 
 def run_request_cancel(*, run: Run) -> Run:
