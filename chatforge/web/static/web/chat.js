@@ -93,10 +93,35 @@ function storedAssistantArticle(message) {
   return article;
 }
 
-function scrollToEnd() {
-  const nearEnd = historyEl.scrollHeight - historyEl.scrollTop - historyEl.clientHeight < 120;
-  if (nearEnd) historyEl.scrollTop = historyEl.scrollHeight;
+// Follow the answer: the history stays at its end while a reply streams,
+// unless the reader scrolled up to read; then "Jump to latest" appears, and
+// following resumes once they are back at the end. Decided by the reader's
+// own scrolling, not by how far the end is at render time: a large chunk of
+// text must not stop the following.
+const jumpButton = document.getElementById("jump-to-latest");
+const AT_END_PX = 40;
+let following = true;
+
+function atEnd() {
+  return historyEl.scrollHeight - historyEl.scrollTop - historyEl.clientHeight <= AT_END_PX;
 }
+
+function scrollToEnd() {
+  if (following) historyEl.scrollTop = historyEl.scrollHeight;
+  jumpButton.hidden = following || atEnd();
+}
+
+function jumpToLatest() {
+  following = true;
+  historyEl.scrollTop = historyEl.scrollHeight;
+  jumpButton.hidden = true;
+}
+
+historyEl.addEventListener("scroll", () => {
+  following = atEnd();
+  if (following) jumpButton.hidden = true;
+});
+jumpButton.addEventListener("click", jumpToLatest);
 
 function renderHistory() {
   if (page.older_messages_hidden) {
@@ -109,7 +134,7 @@ function renderHistory() {
     historyEl.append(message.role === "user" ? userArticle(message) : storedAssistantArticle(message));
   }
   document.getElementById("empty-state").hidden = page.messages.length > 0;
-  historyEl.scrollTop = historyEl.scrollHeight;
+  jumpToLatest();
 }
 
 // ---------------------------------------------------------------- live runs
@@ -250,7 +275,7 @@ async function send(event) {
     const article = createRunArticle(accepted.run_id);
     historyEl.append(article);
     follow(accepted.run_id, article, accepted.status);
-    historyEl.scrollTop = historyEl.scrollHeight;
+    jumpToLatest();
   } catch (error) {
     showError(error.message);
   } finally {

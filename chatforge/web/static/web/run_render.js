@@ -1,8 +1,10 @@
 // Draws a run state (run_state.js) into an <article>. Elements are keyed by
 // round iteration and tool call id and updated in place, so streaming text
 // does not rebuild the page and a card the reader opened stays open.
-// Everything the model or a tool produced goes in as text, never as HTML.
+// Tool arguments and outputs go in as text, never as HTML; the model's text
+// is rendered as Markdown through the sanitiser (markdown.js).
 
+import { addCopyButton, renderMarkdown } from "./markdown.js";
 import { TERMINAL } from "./run_state.js";
 
 const STATUS_LABELS = {
@@ -89,7 +91,7 @@ function roundElement(container, round, live) {
   const reasoning = node.querySelector(".reasoning");
   reasoning.hidden = !round.reasoning;
   setText(reasoning.querySelector(".reasoning-text"), round.reasoning);
-  setText(node.querySelector(".round-text"), round.text);
+  renderMarkdown(node.querySelector(".round-text"), round.text);
   const tools = node.querySelector(".tools");
   for (const tool of round.tools) {
     let card = tools.querySelector(`:scope > .tool-card[data-tool-id="${CSS.escape(tool.id)}"]`);
@@ -101,6 +103,21 @@ function roundElement(container, round, live) {
     renderTool(card, tool);
   }
   return node;
+}
+
+// The Markdown source of a finished answer: every round's text, in order.
+export function answerSource(state) {
+  return state.rounds.map((round) => round.text).filter(Boolean).join("\n\n");
+}
+
+const copySources = new WeakMap();
+
+function addMessageCopyButton(article, state) {
+  copySources.set(article, answerSource(state));
+  if (article.querySelector(".msg-header .copy-button")) return;
+  const button = addCopyButton(article.querySelector(".msg-header"), () => copySources.get(article) || "");
+  button.classList.add("copy-message");
+  button.setAttribute("aria-label", "Copy this answer");
 }
 
 // Draws ``state``; ``connection`` is "", "connecting" or "reconnecting".
@@ -123,6 +140,7 @@ export function renderRun(article, state, connection = "") {
     article.dataset.folded = "true";
     article.querySelectorAll(".tool-card").forEach((card) => { card.open = false; });
   }
+  if (!live) addMessageCopyButton(article, state);
   const outcome = article.querySelector(".run-outcome");
   outcome.className = `run-outcome ${state.status}`;
   let text = "";
