@@ -8,21 +8,12 @@ import re
 import pytest
 from playwright.sync_api import Page, WebSocketRoute, expect
 
+from tests.browser.chat_actions import last_reply, send
 from tests.fakes.openai_server import Reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 ANSWER = " ".join(f"word{i}" for i in range(1, 31)) + "."
-
-
-def send(page: Page, model: str, text: str) -> None:
-    page.select_option("#model-select", model)
-    page.fill("#message-input", text)
-    page.keyboard.press("Enter")
-
-
-def last_reply(page: Page):
-    return page.locator("article.assistant").last
 
 
 def reply_text(page: Page) -> str:

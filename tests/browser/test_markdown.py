@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.browser.chat_actions import last_reply, send
 from tests.fakes.openai_server import Reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -36,16 +37,6 @@ HOSTILE = """<script>alert('script')</script>
 <a href="javascript:alert('raw')">raw link</a>
 [data](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)
 """
-
-
-def send(page: Page, model: str, text: str) -> None:
-    page.select_option("#model-select", model)
-    page.fill("#message-input", text)
-    page.keyboard.press("Enter")
-
-
-def last_reply(page: Page):
-    return page.locator("article.assistant").last
 
 
 def test_markdown_renders_with_highlighted_code_and_copy_buttons(page: Page, log_in, browser_user, fake_model):
