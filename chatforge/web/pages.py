@@ -18,7 +18,7 @@ from chatforge.api.serializers import ConversationSerializer, MessageSerializer
 from chatforge.catalog.describe import tool_descriptions
 from chatforge.catalog.models import Assistant
 from chatforge.conversations import selectors
-from chatforge.conversations.models import Conversation, Run
+from chatforge.conversations.models import Conversation, Message, Run
 from chatforge.llm.listing import model_list
 
 # The sidebar lists this many recent conversations; the history this many
@@ -48,17 +48,22 @@ def chat_page_data(user: AbstractBaseUser, conversation: Conversation | None) ->
     }
     if conversation is None:
         return data
-    messages = selectors.messages_of(conversation)
-    shown = messages[-HISTORY_MESSAGES:]
-    data["conversation"] = ConversationSerializer(conversation).data
-    data["messages"] = _with_run_errors(MessageSerializer(shown, many=True).data)
-    data["older_messages_hidden"] = len(messages) - len(shown)
-    data["active_runs"] = [
+    # Active runs are read before the messages: a run that ends in between
+    # is then in both (the page draws its stored answer and skips the run),
+    # never in neither, which left a fast answer off the page.
+    active = [
         {"id": str(run.id), "user_message_id": str(run.user_message_id), "status": run.status}
         for run in Run.objects.filter(conversation=conversation, status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
         .only("id", "user_message_id", "status")
         .order_by("created_at")
     ]
+    messages = selectors.messages_of(conversation)
+    shown = messages[-HISTORY_MESSAGES:]
+    data["conversation"] = ConversationSerializer(conversation).data
+    data["messages"] = _with_run_errors(MessageSerializer(shown, many=True).data)
+    data["older_messages_hidden"] = len(messages) - len(shown)
+    answered = {str(m.run_id) for m in messages if m.role == Message.Role.ASSISTANT and m.run_id}
+    data["active_runs"] = [run for run in active if run["id"] not in answered]
     return data
 
 

@@ -8,6 +8,8 @@
 
 import { api, pageData } from "./api.js";
 import { applyEvent, newRunState, stateFromMessage, TERMINAL } from "./run_state.js";
+import { setUpDelete, setUpDrawer, setUpRename, setUpSearch, showConversationButtons } from "./conversations.js";
+import { addRegenerateButton, addTimestamp, addUserMessageActions, postReplacing } from "./message_actions.js";
 import { createRunArticle, renderRun } from "./run_render.js";
 
 const page = pageData();
@@ -70,17 +72,24 @@ function runOptions() {
 
 // ---------------------------------------------------------------- history
 
+const sendReplacing = () => postReplacing(conversationId, runOptions);
+
 function userArticle(message) {
   const article = document.createElement("article");
   article.className = "msg user";
   article.dataset.messageId = message.id;
-  const who = document.createElement("div");
-  who.className = "msg-header";
+  const header = document.createElement("div");
+  header.className = "msg-header";
+  const who = document.createElement("span");
+  who.className = "who";
   who.textContent = "You";
+  header.append(who);
   const text = document.createElement("div");
   text.className = "round-text";
   text.textContent = message.content;
-  article.append(who, text);
+  article.append(header, text);
+  addTimestamp(article, message.created_at || new Date().toISOString());
+  if (message.id && conversationId) addUserMessageActions(article, message, sendReplacing());
   return article;
 }
 
@@ -90,7 +99,18 @@ function storedAssistantArticle(message) {
   const article = createRunArticle(message.run);
   article.dataset.messageId = message.id;
   renderRun(article, state);
+  addTimestamp(article, message.created_at);
   return article;
+}
+
+// "Regenerate" on the last answer, when nothing is running: it sends the
+// last question again in place of itself and what followed it.
+function offerRegenerate() {
+  const answers = page.messages.filter((m) => m.role === "assistant");
+  const questions = page.messages.filter((m) => m.role === "user");
+  if (!answers.length || !questions.length || page.active_runs.length) return;
+  const article = historyEl.querySelector(`article.assistant[data-message-id="${answers[answers.length - 1].id}"]`);
+  if (article) addRegenerateButton(article, questions[questions.length - 1], sendReplacing());
 }
 
 // Follow the answer: the history stays at its end while a reply streams,
@@ -134,6 +154,7 @@ function renderHistory() {
     historyEl.append(message.role === "user" ? userArticle(message) : storedAssistantArticle(message));
   }
   document.getElementById("empty-state").hidden = page.messages.length > 0;
+  offerRegenerate();
   jumpToLatest();
 }
 
@@ -266,6 +287,7 @@ async function send(event) {
       history.replaceState(null, "", `/c/${conversationId}/`);
       document.getElementById("conversation-title").textContent = conversation.title;
       addToSidebar(conversation);
+      showConversationButtons();
     }
     const accepted = await api("POST", `/api/conversations/${conversationId}/messages/`, { content, ...runOptions() });
     // Only now is the message safely stored: clear the box.
@@ -303,6 +325,17 @@ input.addEventListener("keydown", (event) => {
   }
 });
 stopButton.addEventListener("click", stopRuns);
+// Keyboard: Esc stops the running answer; Ctrl+Shift+O (Cmd+Shift+O on a
+// Mac) starts a new conversation, as in other chat apps.
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && !stopButton.hidden && !event.defaultPrevented) {
+    event.preventDefault();
+    stopRuns();
+  } else if ((event.ctrlKey || event.metaKey) && event.shiftKey && event.key.toLowerCase() === "o") {
+    event.preventDefault();
+    window.location.href = "/";
+  }
+});
 [modelSelect, assistantSelect, allToolsBox, ...toolBoxes].forEach((c) => c.addEventListener("change", () => {
   syncToolBoxes();
   savePrefs();
@@ -311,6 +344,11 @@ window.addEventListener("pagehide", () => {
   for (const live of liveRuns.values()) { live.stopped = true; live.socket?.close(); }
 });
 
+const currentConversation = () => conversationId;
+setUpSearch(currentConversation);
+setUpRename(currentConversation, showError);
+setUpDelete(currentConversation, showError);
+setUpDrawer();
 restorePrefs();
 forgetEndedRuns();
 renderHistory();
