@@ -20,9 +20,15 @@ def test_tool_testing_page(page: Page, stack, log_in, browser_user, fake_model, 
     expect(page.locator(".tool-tile[data-tool=calculator]")).to_be_visible()
     page.select_option("#test-model", model)
     expect(page.locator("#validation-badge")).to_have_text("Tool calling: not tested yet")
-    page.locator(".example", has_text="Calculate 15% tip on $45").click()
-    expect(page.locator("#test-query")).to_have_value("Calculate 15% tip on $45")
+    page.locator(".example", has_text="Calculate a 15% tip").click()
+    expect(page.locator("#test-query")).to_have_value("Calculate a 15% tip on $45: what is 15/100*45?")
     page.locator(".tool-tile[data-tool=web_search] input").uncheck()
+    # Trying it out is not recorded...
+    page.click("#run-test")
+    expect(page.locator("#result-recorded")).to_contain_text("Not recorded toward the model's validation status")
+    expect(page.locator("#validation-badge")).to_have_text("Tool calling: not tested yet")
+    # ...until asked to count.
+    page.check("#record-test")
     page.click("#run-test")
 
     results = page.locator("#test-results")

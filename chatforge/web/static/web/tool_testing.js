@@ -64,7 +64,9 @@ function showResult(result) {
   if (result.max_iterations_reached) summary.append(el("p", "warning", "⚠ Max iterations reached"));
   const recorded = el("p", "muted", result.recorded
     ? "Recorded toward this model's validation status."
-    : "Not recorded: only tests by staff count toward a model's shared validation status.");
+    : (document.getElementById("record-test")
+      ? "Not recorded toward the model's validation status (tick “Count this test” to record it)."
+      : "Not recorded: only tests by staff count toward a model's shared validation status."));
   recorded.id = "result-recorded";
   summary.append(recorded);
   const calls = result.tool_calls || [];
@@ -91,7 +93,10 @@ form.addEventListener("submit", async (event) => {
   runButton.disabled = true;
   runButton.textContent = "Testing…";
   try {
-    showResult(await api("POST", "/api/tools/test", { query: query.value, model: modelSelect.value, tools }));
+    // Recorded only when asked: trying examples must not move a model's
+    // shared validation rate.
+    const record = Boolean(document.getElementById("record-test")?.checked);
+    showResult(await api("POST", "/api/tools/test", { query: query.value, model: modelSelect.value, tools, record }));
   } catch (error) {
     errorEl.textContent = error.message;
     errorEl.hidden = false;
