@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from playwright.sync_api import Locator, Page
+from playwright.sync_api import Locator, Page, expect
 
 
 def send(page: Page, model: str, text: str) -> None:
@@ -14,3 +14,11 @@ def send(page: Page, model: str, text: str) -> None:
 
 def last_reply(page: Page) -> Locator:
     return page.locator("article.assistant").last
+
+
+def ask(page: Page, model: str, text: str) -> Locator:
+    """Send ``text`` and wait for its answer to complete; the answer's article."""
+    send(page, model, text)
+    reply = last_reply(page)
+    expect(reply).to_have_attribute("data-status", "completed")
+    return reply

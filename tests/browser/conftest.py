@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from django.db import connections
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from chatforge.llm.models import LanguageModel, Provider
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -34,6 +34,10 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 PASSWORD = "browser-test-pw"
+# How long an ``expect`` waits for the page to get there (Playwright's
+# default is 5 s). A wait, not a speed requirement: on 2 busy cores a page
+# can take longer than 5 s to draw an answer that is on its way.
+expect.set_options(timeout=20_000)
 
 
 @pytest.fixture

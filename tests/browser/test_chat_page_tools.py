@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from chatforge.conversations.models import Conversation, Message
-from tests.browser.chat_actions import last_reply, send
+from tests.browser.chat_actions import ask, last_reply, send
 from tests.fakes.openai_server import Reply, last_user_text
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -42,10 +42,8 @@ def test_edit_a_question_then_regenerate_the_answer(page: Page, log_in, browser_
     user = browser_user("eve")
     model = echo_model(fake_model, "browser-edit")
     log_in(page, "eve")
-    send(page, model, "first question")
-    expect(last_reply(page)).to_have_attribute("data-status", "completed")
-    send(page, model, "second question")
-    expect(last_reply(page).locator(".round-text")).to_have_text("Answer to: second question")
+    ask(page, model, "first question")
+    expect(ask(page, model, "second question").locator(".round-text")).to_have_text("Answer to: second question")
     expect(page.locator("article.user time").first).to_be_visible()  # timestamps
 
     # Edit the first question: it and everything after it are replaced.
@@ -74,11 +72,9 @@ def test_search_rename_and_delete_conversations(page: Page, log_in, browser_user
     user = browser_user("ren")
     model = echo_model(fake_model, "browser-rename")
     log_in(page, "ren")
-    send(page, model, "Planning a trip to Porto")
-    expect(last_reply(page)).to_have_attribute("data-status", "completed")
+    ask(page, model, "Planning a trip to Porto")
     page.goto(page.url.split("/c/")[0] + "/")
-    send(page, model, "A recipe for carbonara")
-    expect(last_reply(page)).to_have_attribute("data-status", "completed")
+    ask(page, model, "A recipe for carbonara")
 
     page.fill("#conversation-search", "carbonara")
     expect(page.locator("#conversation-list .conversation")).to_have_count(1)
