@@ -6,7 +6,10 @@ from playwright.sync_api import Locator, Page, expect
 
 
 def send(page: Page, model: str, text: str) -> None:
-    """Pick ``model``, type ``text`` and press Enter."""
+    """Pick ``model``, type ``text`` and press Enter — once the page's script
+    handles Enter: pressed earlier, it only adds a line to the box (seen on
+    busy cores, where the vendored libraries take a while to load)."""
+    page.wait_for_selector("body[data-chat-ready]", state="attached")
     page.select_option("#model-select", model)
     page.fill("#message-input", text)
     page.keyboard.press("Enter")

@@ -355,3 +355,6 @@ renderHistory();
 resumeActiveRuns();
 updateStopButton();
 input.focus();
+// The page answers Enter from here on (the box is in the HTML before this
+// module runs): browser tests wait for this mark before they type.
+document.body.dataset.chatReady = "true";
