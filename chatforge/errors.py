@@ -16,6 +16,8 @@ class ErrorCode(StrEnum):
     RUN_ACTIVE = "run_active"
     TOO_MANY_ACTIVE_RUNS = "too_many_active_runs"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    APPROVAL_REQUIRED = "approval_required"
+    DECISION_CONFLICT = "decision_conflict"
 
 
 class ChatForgeError(Exception):
@@ -58,3 +60,22 @@ class IdempotencyKeyReused(ChatForgeError):
 
     code = ErrorCode.IDEMPOTENCY_KEY_REUSED
     status_code = 422
+
+
+class NotFound(ChatForgeError):
+    code = ErrorCode.NOT_FOUND
+    status_code = 404
+
+
+class DecisionConflict(ChatForgeError):
+    """A tool call was already decided otherwise, or no longer awaits a decision."""
+
+    code = ErrorCode.DECISION_CONFLICT
+    status_code = 409
+
+
+class ApprovalRequired(ChatForgeError):
+    """/v1 named tools that need a person's approval, and the server is set
+    to refuse such requests (CHATFORGE_V1_APPROVAL=reject)."""
+
+    code = ErrorCode.APPROVAL_REQUIRED

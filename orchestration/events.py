@@ -41,8 +41,13 @@ class RunRef:
     conversation_id: str
 
 
+def iso_timestamp(moment: datetime | None = None) -> str:
+    """The events' time format (UTC, milliseconds, ``Z``); now when not given."""
+    return (moment or datetime.now(UTC)).astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_timestamp()
 
 
 def _event(ref: RunRef, type_: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -168,6 +173,30 @@ def tool_output(
             "execution_time_ms": execution_time_ms,
         },
         dedupe_key=f"tool_output:{tool_call_id}",
+    )
+
+
+def approval_required(
+    ref: RunRef, *, tool_call_id: str, name: str, arguments: str, expires_at: str
+) -> None:
+    """A call waits for the run's owner to approve or deny it (nothing runs meanwhile)."""
+    _publish_on_commit(
+        ref,
+        "approval.required",
+        {"tool_call_id": tool_call_id, "name": name, "arguments": arguments, "expires_at": expires_at},
+        dedupe_key=f"approval.required:{tool_call_id}",
+    )
+
+
+def approval_decided(
+    ref: RunRef, *, tool_call_id: str, decision: str, reason: str, by: str | None, expired: bool = False
+) -> None:
+    """``by``: the deciding user's name; None when the server decided (``expired``)."""
+    _publish_on_commit(
+        ref,
+        "approval.decided",
+        {"tool_call_id": tool_call_id, "decision": decision, "reason": reason, "by": by, "expired": expired},
+        dedupe_key=f"approval.decided:{tool_call_id}",
     )
 
 

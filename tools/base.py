@@ -43,7 +43,8 @@ class ToolPolicy:
     # A failed or timed-out call may still have had its effect, so only
     # read-only and idempotent tools are ever retried.
     side_effects: SideEffects = "read_only"
-    # Stored now so tool definitions do not change later; honoured in a later issue.
+    # Each call waits for a person to approve it before it is enqueued
+    # (orchestration/services/approvals.py); an assistant may override it.
     requires_approval: bool = False
 
     def __post_init__(self) -> None:

@@ -121,6 +121,29 @@ RUN = OpenApiExample(
     response_only=True,
     status_codes=["200", "202"],
 )
+DECISION_REQUEST = OpenApiExample(
+    "Deny, with a reason",
+    value={"decision": "deny", "reason": "Not that account."},
+    request_only=True,
+)
+DECISION_APPROVED = OpenApiExample(
+    "Approved",
+    value={"tool_call_id": "call_1", "name": "send_email", "arguments": "{\"to\": \"ana@example.com\"}",
+           "status": "pending", "expires_at": "2026-01-01T10:10:00Z", "decision": "approve", "reason": "",
+           "decided_by": "ana", "decided_at": "2026-01-01T10:00:05Z"},
+    response_only=True,
+    status_codes=["200"],
+)
+DECISION_CONFLICT = OpenApiExample(
+    "Already decided otherwise",
+    value={"error": {"code": "decision_conflict",
+                     "message": "Tool call call_1 was already denied by ana at 2026-01-01T10:00:05.000Z; "
+                                "a decision cannot be changed.",
+                     "details": {"tool_call_id": "call_1", "decision": "deny",
+                                 "decided_at": "2026-01-01T10:00:05.000Z"}}},
+    response_only=True,
+    status_codes=["409"],
+)
 NOT_FOUND = OpenApiExample(
     "Not found (or not yours)",
     value={"error": {"code": "not_found", "message": "Not found: it does not exist or you do not have access to it.",

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from chatforge.conversations.models import Conversation, Message, Run
+from orchestration.services.approvals import pending_approvals
+
+from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
 
 
 class ConversationSerializer(serializers.ModelSerializer):
@@ -89,9 +92,34 @@ def visible_run_options(options: dict, *, viewer_is_staff: bool) -> dict:
     return {key: value for key, value in options.items() if key != "system_prompt"}
 
 
+class ApprovalSerializer(serializers.ModelSerializer):
+    """A tool call's approval state: what was asked, and who decided what, when."""
+
+    decision = serializers.CharField(source="approval_decision", read_only=True)
+    reason = serializers.CharField(source="approval_reason", read_only=True)
+    decided_by = serializers.SerializerMethodField()
+    decided_at = serializers.DateTimeField(source="approval_decided_at", read_only=True)
+    expires_at = serializers.DateTimeField(source="approval_expires_at", read_only=True)
+
+    class Meta:
+        model = ToolInvocation
+        fields = ["tool_call_id", "name", "arguments", "status", "expires_at", "decision", "reason",
+                  "decided_by", "decided_at"]
+        read_only_fields = fields
+
+    def get_decided_by(self, inv: ToolInvocation) -> str | None:
+        return inv.approval_decided_by.get_username() if inv.approval_decided_by_id else None
+
+
+class ToolCallDecisionSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=["approve", "deny"])
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
 class RunSerializer(serializers.ModelSerializer):
     conversation_id = serializers.UUIDField(read_only=True)
     message_id = serializers.SerializerMethodField()
+    pending_approvals = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
@@ -108,6 +136,7 @@ class RunSerializer(serializers.ModelSerializer):
             "max_iterations_reached",
             "usage",
             "message_id",
+            "pending_approvals",
             "created_at",
             "started_at",
             "finished_at",
@@ -120,6 +149,11 @@ class RunSerializer(serializers.ModelSerializer):
         data["options"] = visible_run_options(data.get("options") or {}, viewer_is_staff=bool(
             request is not None and getattr(request.user, "is_staff", False)))
         return data
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_pending_approvals(self, run: Run) -> list[dict]:
+        """Calls waiting for the owner's decision (none once the run has ended)."""
+        return pending_approvals(run)
 
     def get_message_id(self, run: Run) -> str | None:
         message = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).only("id").first()

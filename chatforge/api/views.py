@@ -16,6 +16,7 @@ from rest_framework.response import Response
 
 from chatforge.conversations import selectors
 from chatforge.conversations.models import Conversation
+from orchestration.services.approvals import decide
 from orchestration.services.conversations import conversation_delete
 from orchestration.services.runs import (
     OnActive,
@@ -28,6 +29,8 @@ from orchestration.services.runs import (
 from . import schema
 from .throttles import MessagePostThrottle
 from .serializers import (
+    ApprovalSerializer,
+    ToolCallDecisionSerializer,
     ConversationSerializer,
     MessageCreateSerializer,
     MessageSerializer,
@@ -145,3 +148,18 @@ class RunViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         run = run_request_cancel(run=self.get_object())
         return Response(RunSerializer(run, context=self.get_serializer_context()).data,
                         status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=ToolCallDecisionSerializer,
+                   responses={200: ApprovalSerializer, 400: dict, 404: dict, 409: dict},
+                   examples=[schema.DECISION_REQUEST, schema.DECISION_APPROVED, schema.DECISION_CONFLICT,
+                             schema.NOT_FOUND])
+    @action(detail=True, methods=["post"], url_path=r"tool-calls/(?P<tool_call_id>[^/]+)/decision")
+    def decision(self, request: Request, pk: str | None = None, tool_call_id: str = "") -> Response:
+        """Approve or deny a tool call that awaits approval (the run's owner).
+        The same decision again is a no-op; a different one is a 409."""
+        run = self.get_object()
+        body = ToolCallDecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        inv = decide(run_id=str(run.pk), tool_call_id=tool_call_id, user=request.user,
+                     decision=body.validated_data["decision"], reason=body.validated_data["reason"])
+        return Response(ApprovalSerializer(inv).data)

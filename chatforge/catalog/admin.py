@@ -237,20 +237,34 @@ class AssistantForm(forms.ModelForm):
         required=False,
         help_text="Model turns with tools before a forced final answer; blank: the server default.",
     )
+    approval_required_tools = forms.MultipleChoiceField(
+        required=False,
+        widget=FilteredSelectMultiple("tools that ask first", is_stacked=False),
+        help_text="Each call of these waits for the user's approval in this assistant's runs, "
+        "whatever the tool's own policy says.",
+    )
+    approval_waived_tools = forms.MultipleChoiceField(
+        required=False,
+        widget=FilteredSelectMultiple("tools that never ask", is_stacked=False),
+        help_text="These run without asking in this assistant's runs, even where the tool's policy "
+        "requires approval.",
+    )
 
     class Meta:
         model = Assistant
-        fields = ["name", "description", "system_prompt", "model", "tools", "max_iterations"]
+        fields = ["name", "description", "system_prompt", "model", "tools", "max_iterations",
+                  "approval_required_tools", "approval_waived_tools"]
         widgets = {"system_prompt": forms.Textarea(attrs={"rows": 12, "cols": 80})}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         available = get_catalog(fresh=True).names()
-        stored = [name for name in (self.instance.tools or []) if isinstance(name, str)]
-        missing = [name for name in stored if name not in available]
-        self.fields["tools"].choices = [(name, name) for name in available] + [
-            (name, f"{name} (not in the catalog)") for name in missing
-        ]
+        for field in ("tools", "approval_required_tools", "approval_waived_tools"):
+            stored = [name for name in (getattr(self.instance, field) or []) if isinstance(name, str)]
+            missing = [name for name in stored if name not in available]
+            self.fields[field].choices = [(name, name) for name in available] + [
+                (name, f"{name} (not in the catalog)") for name in missing
+            ]
         limit = settings.CHATFORGE_MAX_ITERATIONS_LIMIT
         self.fields["max_iterations"].validators += [MinValueValidator(0), MaxValueValidator(limit)]
         self.fields["max_iterations"].help_text += f" At most {limit} (CHATFORGE_MAX_ITERATIONS_LIMIT)."
@@ -276,6 +290,9 @@ class AssistantAdmin(admin.ModelAdmin):
         (None, {"fields": ["name", "description", "model", "max_iterations"]}),
         ("Prompt", {"fields": ["system_prompt"]}),
         ("Tools", {"fields": ["tools"]}),
+        ("Approval", {"fields": ["approval_required_tools", "approval_waived_tools"],
+                      "description": "Overrides of each tool's own 'requires approval' policy "
+                                     "for this assistant's runs."}),
         ("History", {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
     ]
 

@@ -8,6 +8,7 @@ field, in words an admin can act on.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from typing import Any
 
@@ -68,7 +69,7 @@ def tool_from_definition(defn: ToolDefinition) -> Tool:
         backoff_max_s=defn.backoff_max_s,
         allowed_domains=list(defn.allowed_domains or []),
     )
-    return make_http_tool(
+    tool = make_http_tool(
         name=defn.name,
         description=defn.description,
         parameters=defn.parameters,
@@ -76,6 +77,9 @@ def tool_from_definition(defn: ToolDefinition) -> Tool:
         side_effects=defn.side_effects,
         env_lookup=env_lookup,
     )
+    # The definition's whole policy (the HTTP config knows only timeouts and
+    # retries; requires_approval is the engine's).
+    return dataclasses.replace(tool, policy=_policy(defn))
 
 
 def _string_map(value: Any, field: str, errors: dict[str, list[str]]) -> None:
@@ -147,5 +151,14 @@ def check_assistant(assistant: Assistant) -> None:
         unknown = [t for t in assistant.tools if t not in known]
         if unknown:
             errors["tools"] = [f"Unknown tool(s): {', '.join(unknown)}. Available tools: {', '.join(sorted(known))}."]
+    for field in ("approval_required_tools", "approval_waived_tools"):
+        names = getattr(assistant, field)
+        if not isinstance(names, list) or not all(isinstance(t, str) for t in names):
+            errors[field] = ['Must be a JSON list of tool names, e.g. ["web_fetch"].']
+    both = set(assistant.approval_required_tools or []) & set(assistant.approval_waived_tools or [])
+    if both and "approval_waived_tools" not in errors:
+        errors["approval_waived_tools"] = [
+            f"{', '.join(sorted(both))}: a tool cannot both require approval and be exempt from it."
+        ]
     if errors:
         raise ValidationError(errors)

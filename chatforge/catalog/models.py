@@ -54,7 +54,7 @@ class ToolDefinition(models.Model):
     backoff_initial_s = models.FloatField(default=0.5)
     backoff_max_s = models.FloatField(default=8.0)
     side_effects = models.CharField(max_length=16, choices=SideEffects.choices, default=SideEffects.READ_ONLY)
-    requires_approval = models.BooleanField(default=False, help_text="Stored now; honoured in a later version.")
+    requires_approval = models.BooleanField(default=False, help_text="Each call waits for the user to approve it before it runs.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -79,6 +79,15 @@ class Assistant(models.Model):
     model = models.CharField(max_length=200, blank=True, help_text="Blank: the server's default model.")
     tools = models.JSONField(default=list, blank=True, help_text="Names of the tools it may use (an allow-list).")
     max_iterations = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Blank: the server default.")
+    # Overrides of the tools' own requires_approval policy for this
+    # assistant's runs (docs/tools.md, "Approval"): ask before these...
+    approval_required_tools = models.JSONField(
+        default=list, blank=True, help_text="Tools its runs run only after the user approves each call."
+    )
+    # ...and never ask for these, whatever their policy says.
+    approval_waived_tools = models.JSONField(
+        default=list, blank=True, help_text="Tools its runs run without asking, even where the tool's policy asks."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -49,7 +49,8 @@ def build_run_trace(run: Run) -> RunTrace:
     turns = {turn.iteration: turn for turn in LlmTurn.objects.filter(run=run).order_by("iteration")}
     calls: dict[int, list[TraceCall]] = {}
     count = 0
-    for invocation in ToolInvocation.objects.filter(run=run).order_by("iteration", "position", "id"):
+    invocations = ToolInvocation.objects.filter(run=run).select_related("approval_decided_by")
+    for invocation in invocations.order_by("iteration", "position", "id"):
         calls.setdefault(invocation.iteration, []).append(
             TraceCall(
                 invocation=invocation,

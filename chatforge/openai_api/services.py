@@ -65,6 +65,8 @@ def _run_options(request: ChatRequest) -> RunOptions:
         "assistant": request.assistant,
         "sampling": request.sampling or None,
         "client_tools": client_tools or None,
+        # No one can approve a call here: CHATFORGE_V1_APPROVAL decides (approval_policy.py).
+        "can_ask_approval": False,
     }
     if tools == [] and not client_tools:
         options["max_iterations"] = 0  # tool_choice "none": the model is offered no tools at all

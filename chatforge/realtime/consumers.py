@@ -25,6 +25,8 @@ from django.utils import timezone
 from chatforge.conversations.models import Conversation, Run
 from chatforge.conversations.selectors import conversations_of, run_of
 from orchestration.events import TERMINAL_TYPES
+from chatforge.errors import ChatForgeError
+from orchestration.services.approvals import decide
 from orchestration.services.runs import run_request_cancel
 
 from . import close_codes
@@ -41,6 +43,18 @@ NEW_RUN_POLL_S = 1.0
 # Runs created this long before the socket connected count as new if they
 # were not seen at connect (tolerates clock differences between web hosts).
 NEW_RUN_GRACE = timedelta(seconds=60)
+
+
+def approval_message_problem(message: dict) -> str | None:
+    """What is wrong with an ``approval`` message, or None."""
+    if not isinstance(message.get("tool_call_id"), str) or not message["tool_call_id"]:
+        return 'Name the call: {"type": "approval", "tool_call_id": "…", "decision": "approve"}.'
+    if message.get("decision") not in ("approve", "deny"):
+        return '"decision" must be "approve" or "deny".'
+    reason = message.get("reason")
+    if reason is not None and (not isinstance(reason, str) or len(reason) > 2000):
+        return '"reason" must be text of at most 2000 characters.'
+    return None
 
 
 def _after_from_query(query_string: bytes) -> int:
@@ -115,7 +129,25 @@ class RunEventsConsumer(_EventSocket):
         if message.get("type") == "cancel" and self.run is not None:
             await database_sync_to_async(run_request_cancel)(run=self.run)
             return
-        await self._send_error('Unknown message. The only message accepted is {"type": "cancel"}.')
+        if message.get("type") == "approval" and self.run is not None:
+            await self._decide(message)
+            return
+        await self._send_error('Unknown message. The messages accepted are {"type": "cancel"} and '
+                               '{"type": "approval", "tool_call_id": "…", "decision": "approve" or "deny"}.')
+
+    async def _decide(self, message: dict) -> None:
+        """A decision on a call awaiting approval; its outcome arrives as the
+        ``approval.decided`` event, a refusal as an ``error`` message."""
+        problem = approval_message_problem(message)
+        if problem:
+            await self._send_error(problem)
+            return
+        try:
+            await database_sync_to_async(decide)(
+                run_id=str(self.run.id), tool_call_id=message["tool_call_id"], user=self.scope["user"],
+                decision=message["decision"], reason=message.get("reason") or "")
+        except ChatForgeError as exc:
+            await self._send_error(exc.message)
 
 
 def _runs_to_follow(conversation_id: str, *, since, seen: set[str]) -> tuple[list[str], bool]:

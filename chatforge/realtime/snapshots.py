@@ -12,19 +12,17 @@ follow the snapshot continue from there.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
 from orchestration.event_log.base import Event
+from orchestration.events import iso_timestamp
 from orchestration.rounds import run_rounds
+from orchestration.services.approvals import pending_approvals
 
 SnapshotReason = Literal["log_missing", "events_missing"]
 
 
-def _iso(moment: datetime | None) -> str:
-    moment = moment or datetime.now(UTC)
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _rounds(run: Run) -> list[dict[str, Any]]:
@@ -57,6 +55,8 @@ def snapshot_event(run: Run, *, seq: int, reason: SnapshotReason) -> Event:
         "message": None,
         "rounds": _rounds(run),
         "partial_text": None,  # the turn being streamed is stored only when it ends
+        # Calls waiting for the owner's decision: still decidable after the log is gone.
+        "pending_approvals": pending_approvals(run),
         "reason": reason,
     }
     if message is not None:
@@ -73,7 +73,7 @@ def snapshot_event(run: Run, *, seq: int, reason: SnapshotReason) -> Event:
         "type": "snapshot",
         "run_id": str(run.id),
         "conversation_id": str(run.conversation_id),
-        "ts": _iso(None),
+        "ts": iso_timestamp(),
         "data": data,
     }
 
@@ -105,7 +105,7 @@ def terminal_event(run: Run, *, seq: int) -> Event:
         "type": type_,
         "run_id": str(run.id),
         "conversation_id": str(run.conversation_id),
-        "ts": _iso(run.finished_at),
+        "ts": iso_timestamp(run.finished_at),
         "data": data,
     }
 
@@ -122,6 +122,6 @@ def vanished_event(run_id: str, conversation_id: str, *, seq: int) -> Event:
         "type": "run.cancelled",
         "run_id": run_id,
         "conversation_id": conversation_id,
-        "ts": _iso(None),
+        "ts": iso_timestamp(),
         "data": {"message_id": None, "reason": RUN_GONE},
     }

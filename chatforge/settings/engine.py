@@ -58,3 +58,12 @@ CHATFORGE_MAX_MESSAGE_CHARS: int = env.int("CHATFORGE_MAX_MESSAGE_CHARS", defaul
 CHATFORGE_MAX_ACTIVE_RUNS_PER_USER: int = env.int("CHATFORGE_MAX_ACTIVE_RUNS_PER_USER", default=5)
 # Tools one request may name.
 CHATFORGE_MAX_TOOLS_PER_REQUEST: int = env.int("CHATFORGE_MAX_TOOLS_PER_REQUEST", default=64)
+# A tool call that needs approval and gets no decision within this many
+# seconds is denied (the sweeper's pass notices; docs/tools.md, "Approval").
+CHATFORGE_APPROVAL_TIMEOUT_S: float = env.float("CHATFORGE_APPROVAL_TIMEOUT_S", default=600.0)
+# /v1/chat/completions cannot ask a person: "deny" runs such calls as a clear
+# error result for the model; "reject" refuses a request that names such a
+# tool with a 400 (and leaves them out of a request that names no tools).
+CHATFORGE_V1_APPROVAL: str = env.str("CHATFORGE_V1_APPROVAL", default="deny")
+if CHATFORGE_V1_APPROVAL not in ("deny", "reject"):
+    raise ImproperlyConfigured(f"CHATFORGE_V1_APPROVAL must be 'deny' or 'reject', not {CHATFORGE_V1_APPROVAL!r}")

@@ -91,6 +91,7 @@ def run_finalize(
             return
         turns = list(LlmTurn.objects.filter(run=run, status="completed").order_by("iteration"))
         invocations = list(ToolInvocation.objects.filter(run=run))
+        _close_approval_requests(run, invocations)
         last = turns[-1] if turns else None
         final_turn = last if last is not None and (not last.tool_calls or _awaits_client(outcome, last, invocations)) else None
         text = final_turn.text if final_turn is not None else partial_text
@@ -125,6 +126,20 @@ def run_finalize(
             for waiting_id in _waiting_runs(run_id).values_list("id", flat=True):
                 dispatch.llm_turn(str(waiting_id), 0)
     logger.info("run %s ended: %s", run_id, outcome.value)
+
+
+def _close_approval_requests(run: Run, invocations: list[ToolInvocation]) -> None:
+    """Calls still awaiting approval when the run ends (cancelled, failed)
+    are closed as cancelled, with a result that says why, so that nothing
+    offers a decision on them any more."""
+    waiting = [inv for inv in invocations if inv.status == ToolInvocation.Status.AWAITING_APPROVAL]
+    if not waiting:
+        return
+    output = "Error: this call was waiting for the user's approval when the run ended; it was not run."
+    ToolInvocation.objects.filter(pk__in=[inv.pk for inv in waiting]).update(
+        status=ToolInvocation.Status.CANCELLED, output=output, finished_at=timezone.now())
+    for inv in waiting:
+        inv.status, inv.output = ToolInvocation.Status.CANCELLED, output
 
 
 def _awaits_client(outcome: Outcome, last: LlmTurn, invocations: list[ToolInvocation]) -> bool:

@@ -27,6 +27,8 @@ from ..providers.base import ChatProvider, ReasoningDelta, TextDelta, ToolCall, 
 from ..providers.retry_policy import policy_for
 from ..providers.sampling import SAMPLING_OPTIONS
 from ..tooling import get_registry
+from .approval_policy import APPROVAL_MODE, APPROVAL_TOOLS, UNATTENDED_DENY
+from .approvals import announce_requests, approval_deadline
 from .claims import claim_turn, extras_of, mark_run_running, release_turn
 from .client_tools import client_tool_names
 from .cancel_watch import CHECK_INTERVAL_S, cancel_watch
@@ -249,7 +251,7 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
         if not recorded:
             return None
         if calls:
-            client_tools = client_tool_names(run)
+            status_of = _initial_status(run)
             invocations = ToolInvocation.objects.bulk_create(
                 ToolInvocation(
                     run=run,
@@ -259,15 +261,17 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
                     name=c.name,
                     arguments=c.arguments,
                     text_offset=turn_input.prior_text_length + len(result.text),
-                    # The client's tools are the client's to run: not enqueued.
-                    status=ToolInvocation.Status.CLIENT if c.name in client_tools else ToolInvocation.Status.PENDING,
+                    status=status_of(c.name),
+                    approval_expires_at=approval_deadline(now) if status_of(c.name) == _AWAITING else None,
                 )
                 for pos, c in enumerate(calls)
             )
             _emit_tool_call_events(run, invocations)
-            server_calls = [inv for inv in invocations if inv.status == ToolInvocation.Status.PENDING]
+            announce_requests(run, invocations)
+            server_calls = [inv for inv in invocations if inv.status in (_PENDING, _AWAITING)]
             for inv in server_calls:
-                dispatch.tool_call(str(run.id), inv.tool_call_id)
+                if inv.status == _PENDING:  # one awaiting approval is enqueued once approved
+                    dispatch.tool_call(str(run.id), inv.tool_call_id)
             if server_calls:
                 # The round's fan-in counts down from here (tool_steps.py).
                 Run.objects.filter(pk=run.pk).update(heartbeat_at=now, pending_tool_calls=len(server_calls))
@@ -282,12 +286,32 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
     return bool(calls)
 
 
+_PENDING, _AWAITING = ToolInvocation.Status.PENDING, ToolInvocation.Status.AWAITING_APPROVAL
+
+
+def _initial_status(run: Run):
+    """The state each new call of ``run`` starts in: the client's tools are
+    the client's to run (never enqueued); tools that ask first wait for a
+    decision (approvals.py), unless the run cannot ask (/v1: its step
+    answers with an error); the rest are enqueued at once."""
+    client_tools = client_tool_names(run)
+    asking = set() if run.options.get(APPROVAL_MODE) == UNATTENDED_DENY else set(run.options.get(APPROVAL_TOOLS, ()))
+
+    def status_of(name: str) -> str:
+        if name in client_tools:
+            return ToolInvocation.Status.CLIENT
+        return _AWAITING if name in asking else _PENDING
+
+    return status_of
+
+
 def _after_done(turn: LlmTurn) -> None:
     """A delivery of a turn that is already completed: re-emit and move on."""
     run = turn.run
     if turn.tool_calls:
         invocations = list(ToolInvocation.objects.filter(run=run, iteration=turn.iteration).order_by("position"))
         _emit_tool_call_events(run, invocations)
+        announce_requests(run, invocations)
         if all(inv.status == ToolInvocation.Status.CLIENT for inv in invocations):
             run_finalize(run_id=str(run.id), outcome=Outcome.COMPLETED)
     else:

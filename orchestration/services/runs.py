@@ -24,6 +24,7 @@ from ..providers import DEMO_MODEL
 from ..providers.images import content_parts
 from ..providers.sampling import SAMPLING_OPTIONS
 from ..tooling import get_registry
+from .approval_policy import APPROVAL_TOOLS, tools_needing_approval, unattended_tools
 from .finalize import Outcome, run_finalize
 
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
@@ -54,6 +55,9 @@ class RunOptions:
     # offered to the model beside the server's tools; a call of one ends the
     # run with finish_reason "tool_calls" (services/client_tools.py).
     client_tools: list[dict] | None = None
+    # False where no person can be asked to approve a call (/v1): such calls
+    # are then denied, or the request refused (CHATFORGE_V1_APPROVAL).
+    can_ask_approval: bool = True
 
 
 def _assistant(name: str) -> Assistant | None:
@@ -93,6 +97,11 @@ def check_run_options(options: RunOptions) -> dict:
                 f"{settings.CHATFORGE_MAX_TOOLS_PER_REQUEST}.",
                 details={"field": "tools"},
             )
+    asking = tools_needing_approval(registry, tools, assistant)
+    unattended: dict = {}
+    if asking and not options.can_ask_approval:
+        tools, unattended = unattended_tools(tools, asking, named=options.tools is not None)
+        asking = [name for name in asking if name in tools]
     client_tools = _client_tools(options.client_tools or [], server_tools=tools)
     cap = options.max_iterations
     if cap is None:
@@ -104,6 +113,9 @@ def check_run_options(options: RunOptions) -> dict:
             details={"field": "max_iterations"},
         )
     stored: dict = {"tools": tools, "max_iterations": cap}
+    if asking:
+        stored[APPROVAL_TOOLS] = asking
+    stored.update(unattended)
     if client_tools:
         stored["client_tools"] = client_tools
     if options.reasoning_effort:

@@ -18,12 +18,13 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 
 from .. import broker_loss, dispatch
+from .approvals import expire_overdue
 from .finalize import Outcome, run_finalize
 from .ledger import lock_run, touch
 
@@ -53,7 +54,9 @@ def run_redispatch(run_id: str) -> str:
         )
         turn = LlmTurn.objects.filter(run=run, iteration=run.iteration).first()
         if unfinished:
-            lost = [call_id for call_id, status, beat in unfinished if _lost(status, beat, expired_before)]
+            # A call awaiting approval is not lost: nothing is meant to run it until it is decided.
+            lost = [call_id for call_id, status, beat in unfinished
+                    if status != ToolInvocation.Status.AWAITING_APPROVAL and _lost(status, beat, expired_before)]
             if not lost:
                 return "alive"
             action = "tools"
@@ -76,6 +79,7 @@ def sweep_stalled_runs() -> int:
     """One pass: re-send the next step of stalled runs — or of every active
     run when the broker was emptied since the last pass (a Redis restart or
     flush loses every queued message at once; ``broker_loss.py``)."""
+    expire_overdue()  # approval requests nobody answered in time are denied first
     emptied = broker_loss.broker_was_emptied()
     active = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).exclude(
         # waiting behind another run (double-texting): not stalled, just waiting
@@ -88,7 +92,11 @@ def sweep_stalled_runs() -> int:
     else:
         cutoff = timezone.now() - timedelta(seconds=settings.CHATFORGE_RUN_STALL_S)
         # No heartbeat at all: enqueueing its next step failed (dispatch.py).
-        stalled = active.filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
+        stalled = active.filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)).exclude(
+            # Waiting for a person, not stalled: a decision sends its next step
+            # (and touches the run, so a stall counts from there).
+            Exists(ToolInvocation.objects.filter(run=OuterRef("pk"), status=ToolInvocation.Status.AWAITING_APPROVAL))
+        )
         run_ids = list(stalled.values_list("id", flat=True)[:500])
     count = 0
     for run_id in run_ids:

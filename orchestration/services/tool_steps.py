@@ -32,6 +32,7 @@ from tools.executor import ToolResult, execute_tool
 from .. import dispatch, events
 from ..tool_context import tool_context_for
 from ..tooling import get_registry
+from .approval_policy import APPROVAL_MODE, APPROVAL_TOOLS, UNATTENDED_DENY, unattended_output
 from .claims import claim_invocation, extras_of
 from .client_tools import round_awaits_client
 from .finalize import Outcome, run_finalize, step_must_stop
@@ -54,6 +55,9 @@ def _preset_result(inv: ToolInvocation) -> ToolResult | None:
             f"Error: tool '{inv.name}' could not be completed: its worker stopped "
             f"{inv.deliveries - 1} times while running it.",
         )
+    options = inv.run.options
+    if inv.name in options.get(APPROVAL_TOOLS, ()) and options.get(APPROVAL_MODE) == UNATTENDED_DENY:
+        return _error_result(inv.name, unattended_output(inv.name))  # /v1 cannot ask anyone
     tool = get_registry().get(inv.name)
     if inv.deliveries > 1 and tool is not None and tool.policy.side_effects == "not_idempotent":
         # An earlier delivery started it: it may already have taken effect.
@@ -94,13 +98,15 @@ def _repeat_result(inv: ToolInvocation) -> ToolResult | None:
     )
 
 
-def _complete(inv: ToolInvocation, result: ToolResult) -> None:
-    """Record the output and count the call off its round, in one transaction."""
+def record_result(inv: ToolInvocation, result: ToolResult, *, from_status: str = "running") -> None:
+    """Record the output and count the call off its round, in one transaction.
+    ``from_status``: the state the call must still be in (``running`` for a
+    delivery that ran it; ``awaiting_approval`` for a call denied unrun)."""
     output = result.output_text()
     now = timezone.now()
     run = inv.run
     with transaction.atomic():
-        recorded = ToolInvocation.objects.filter(pk=inv.pk, status="running").update(
+        recorded = ToolInvocation.objects.filter(pk=inv.pk, status=from_status).update(
             status=result.status,
             output=output,
             result=result.as_dict(),
@@ -194,4 +200,4 @@ def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
                                          user_ciphertexts=extras_of(inv).user_ciphertexts),
                 on_retry=lambda attempt, error: _record_failed_attempt(run, inv, attempt, error),
             )
-    _complete(inv, result)
+    record_result(inv, result)

@@ -42,6 +42,8 @@ pytestmark = pytest.mark.django_db
 UNCRAWLED_ROUTES: dict[str, str] = {
     "admin/": "the admin is crawled from admin.site._registry (admin_page_urls)",
     "api/tools/test/": "POST only (runs a model test)",
+    "api/runs/(?P<pk>[^/.]+)/tool-calls/(?P<tool_call_id>[^/]+)/decision/$":
+        "POST only (decides a call awaiting approval); answers the call's approval state",
     "api/tools/(?P<name>[a-zA-Z0-9_-]{1,64})/invoke/$": "POST only (staff); the executor scrubs secrets from results",
     "api/runs/(?P<pk>[^/.]+)/cancel/$": "POST only",
     "api/runs/<str:run_id>/events/": "an event stream; events carry tool outputs, which the executor scrubs of secrets",

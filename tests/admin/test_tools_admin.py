@@ -265,6 +265,20 @@ def test_assistant_tools_are_chosen_from_the_catalog(admin_client):
     assert assistant.tools == ["calculator", "echo"] and assistant.max_iterations == 4
 
 
+def test_assistant_approval_overrides(admin_client):
+    base = {"name": "careful", "description": "", "system_prompt": "", "model": "", "max_iterations": "",
+            "tools": ["calculator", "echo"]}
+    saved = admin_client.post("/admin/catalog/assistant/add/", {
+        **base, "approval_required_tools": ["echo"], "approval_waived_tools": ["calculator"]})
+    assert saved.status_code == 302, field_errors(saved)
+    assistant = Assistant.objects.get(name="careful")
+    assert (assistant.approval_required_tools, assistant.approval_waived_tools) == (["echo"], ["calculator"])
+
+    both = admin_client.post("/admin/catalog/assistant/add/", {
+        **base, "name": "confused", "approval_required_tools": ["echo"], "approval_waived_tools": ["echo"]})
+    assert "cannot both require approval and be exempt" in field_errors(both)["approval_waived_tools"][0]
+
+
 def test_assistant_checks(admin_client, settings):
     base = {"name": "mathbot", "description": "", "system_prompt": "", "model": "", "max_iterations": ""}
     unknown = admin_client.post("/admin/catalog/assistant/add/", {**base, "tools": ["no_such_tool"]})

@@ -150,3 +150,28 @@ def test_list_pages_make_the_same_few_queries_for_2_or_40_rows(admin_client, dja
         response = admin_client.get(url)
     assert response.status_code == 200 and len(response.context["cl"].result_list) >= 40
     assert len(many) == len(few), [q["sql"] for q in many.captured_queries]
+
+
+def test_the_run_page_shows_who_decided_each_approval_and_when(admin_client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from chatforge.conversations.models import ToolInvocation
+
+    owner = make_user("ana")
+    run = make_traced_run(owner)
+    decided_at = timezone.now().replace(microsecond=0)
+    ToolInvocation.objects.filter(run=run, name="calculator").update(
+        approval_expires_at=decided_at + timedelta(minutes=10), approval_decision="approve",
+        approval_decided_by=owner, approval_decided_at=decided_at)
+    ToolInvocation.objects.filter(run=run, name="echo").update(
+        approval_expires_at=decided_at, approval_decision="deny", approval_reason="No decision within 600 seconds.",
+        approval_decided_at=decided_at)
+
+    trace = text(admin_client.get(f"/admin/conversations/run/{run.pk}/change/")).split('id="run-trace"')[1]
+
+    calculator, echo = trace.split("1. calculator")[1].split("2. echo")
+    assert f"approved by ana at {decided_at:%Y-%m-%d %H:%M:%S}" in " ".join(calculator.split())
+    assert "denied by the server (no decision in time)" in " ".join(echo.split())
+    assert "No decision within 600 seconds." in echo

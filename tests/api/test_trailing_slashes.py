@@ -87,6 +87,7 @@ def test_every_api_route_answers_both_spellings_without_a_redirect(owner):
         "conversations.pk": conversation_id,
         "runs.pk": run_id,
         "runs.run_id": run_id,
+        "runs.tool_call_id": "call_1",
         "tools.pk": "echo",
         "tools.name": "echo",
         "secrets.name": "some_key",

@@ -126,3 +126,32 @@ def test_interactive_chat_and_ctrl_c_against_the_distributed_workers(stack, fake
     out, err = process.communicate(timeout=60)
     assert "[cancelling" in out and out.rstrip().endswith("[cancelled]"), out + err
     assert process.returncode == 1 and "ended cancelled" in err
+
+
+def test_a_call_that_needs_approval_is_asked_about_at_the_terminal(embedded_env):
+    """stdin a terminal: the command asks, and the answer decides the call."""
+    import os
+    import pty
+
+    subprocess.run([sys.executable, "manage.py", "shell", "-c",
+                    "from chatforge.catalog.models import ToolDefinition as T; "
+                    "T.objects.get_or_create(name='send_note', defaults=dict(description='Send a note to the team.', "
+                    "kind='mock', mock_response={'sent': True}, requires_approval=True, "
+                    "parameters={'type': 'object', 'properties': {'text': {'type': 'string'}}, 'required': ['text']}))"],
+                   cwd=ROOT, env=embedded_env, check=True)
+    primary, secondary = pty.openpty()
+    try:
+        os.write(primary, b"Not today\n")  # waits in the terminal until the command asks
+        done = subprocess.run([sys.executable, "manage.py", "chat", "--tools", "send_note", 'send_note "hi team"'],
+                              cwd=ROOT, env=embedded_env, stdin=secondary, capture_output=True, text=True,
+                              timeout=120)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert re.search(r"^\? send_note\(.*hi team.*\) needs approval", out, re.M), out
+    # (the prompt's line ends where the person pressed Enter, on the terminal)
+    assert re.search(r"approve\? .*  deny \(by demo\): Not today$", out, re.M), out
+    assert re.search(r"^← send_note error in \d+ ms: Error: the user declined to run 'send_note'", out, re.M), out

@@ -142,6 +142,14 @@ class ToolInvocation(models.Model):
         # ends with it (finish_reason "tool_calls") and the client's result
         # comes with its next request, which starts a run that continues.
         CLIENT = "client"
+        # The tool needs a person's approval first: not enqueued, no worker
+        # waits. The run's owner decides (orchestration/services/approvals.py);
+        # approve → pending and enqueued, deny or expiry → an error result.
+        AWAITING_APPROVAL = "awaiting_approval"
+
+    class Decision(models.TextChoices):
+        APPROVE = "approve"
+        DENY = "deny"
 
     FINISHED = (Status.SUCCESS, Status.ERROR, Status.TIMEOUT, Status.CANCELLED)
     # Nothing more will happen to these in this run: what a round waits for is the rest.
@@ -153,7 +161,7 @@ class ToolInvocation(models.Model):
     position = models.IntegerField(default=0)  # order within the round
     name = models.CharField(max_length=128)
     arguments = models.TextField(blank=True)  # raw JSON text as the model sent it
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.PENDING)
     output = models.TextField(blank=True)  # what the model is given
     result = models.JSONField(null=True, blank=True)  # executor result dict
     error = models.TextField(blank=True)
@@ -163,6 +171,17 @@ class ToolInvocation(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.IntegerField(null=True, blank=True)
     text_offset = models.IntegerField(default=0)
+    # Approval (only for tools that require it): when the request lapses,
+    # and who decided what, when and why. ``approval_decided_by`` is NULL with
+    # a decision when the server decided (the request expired, or /v1 could
+    # not ask).
+    approval_expires_at = models.DateTimeField(null=True, blank=True)
+    approval_decision = models.CharField(max_length=8, choices=Decision.choices, blank=True)
+    approval_reason = models.TextField(blank=True)
+    approval_decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    approval_decided_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -172,7 +191,12 @@ class ToolInvocation(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "tool_call_id"], name="one_invocation_per_call")
         ]
-        indexes = [models.Index(fields=["run", "iteration", "status"], name="inv_run_iter_status")]
+        indexes = [
+            models.Index(fields=["run", "iteration", "status"], name="inv_run_iter_status"),
+            # The sweeper's expiry pass: only the few rows that await approval.
+            models.Index(fields=["approval_expires_at"], name="inv_awaiting_approval",
+                         condition=models.Q(status="awaiting_approval")),
+        ]
 
     @property
     def is_finished(self) -> bool:

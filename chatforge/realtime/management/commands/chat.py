@@ -16,6 +16,7 @@ import asyncio
 import sys
 from typing import Any
 
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -24,6 +25,7 @@ from django.core.management.base import BaseCommand, CommandError
 from chatforge.conversations.models import Conversation, Run
 from chatforge.errors import ChatForgeError
 from orchestration.events import TERMINAL_TYPES
+from orchestration.services.approvals import decide
 from orchestration.services.runs import RunOptions, run_request_cancel, run_start
 
 from ...streams import run_events
@@ -55,6 +57,7 @@ class Command(BaseCommand):
                 f"No user named '{user}'. Create it with `python manage.py create_demo_user --username {user}` "
                 "or pass --user."
             )
+        self._account = account
         chat = self._conversation(account, conversation)
         if settings.EMBEDDED:
             from chatforge.runtime.embedded_worker import start_embedded_worker
@@ -148,8 +151,26 @@ class Command(BaseCommand):
                 if not at_line_start:
                     self.stdout.write("")
                 self.stdout.write(text)
+                if event["type"] == "approval.required" and not quiet:
+                    await self._ask_approval(run_id, event["data"])
                 at_line_start = True
             self.stdout.flush()
+
+    async def _ask_approval(self, run_id: str, request: dict[str, Any]) -> None:
+        """At a terminal, ask; otherwise say where the call can be decided
+        (the run waits, holding no worker, until it is decided or lapses)."""
+        if not sys.stdin.isatty():
+            self.stdout.write(f"  (decide with POST /api/runs/{run_id}/tool-calls/{request['tool_call_id']}/decision/ "
+                              "or on the chat page)")
+            return
+        answer = (await asyncio.to_thread(input, "  approve? [y = yes; anything else denies, as its reason] ")).strip()
+        approve = answer.lower() in {"y", "yes"}
+        try:
+            await database_sync_to_async(decide)(run_id=run_id, tool_call_id=request["tool_call_id"], user=self._account,
+                                        decision="approve" if approve else "deny",
+                                        reason="" if approve or answer.lower() in {"", "n", "no"} else answer)
+        except ChatForgeError as exc:
+            self.stderr.write(f"error: {exc.message}")
 
     def _render(self, event: dict[str, Any]) -> tuple[str | None, bool]:
         """(text, inline): inline text continues the current line."""
@@ -167,6 +188,9 @@ class Command(BaseCommand):
             return f"↻ model call failed ({data['error']}); retrying in {data['retry_in_s']} s", False
         if kind == "approval.required":
             return f"? {data['name']}({data['arguments']}) needs approval", False
+        if kind == "approval.decided":
+            who = "no decision in time" if data.get("expired") else f"by {data.get('by')}"
+            return f"  {data['decision']} ({who}){': ' + data['reason'] if data.get('reason') else ''}", False
         if kind == "snapshot":
             summary = (f"[events were lost; state from the database: {data['status']}, "
                        f"{len(data.get('rounds') or [])} tool round(s)]")

@@ -325,6 +325,18 @@ input.addEventListener("keydown", (event) => {
   }
 });
 stopButton.addEventListener("click", stopRuns);
+// Approve / Deny on a tool card (run_render.js): the REST decision endpoint;
+// the run's approval.decided event then redraws the card.
+historyEl.addEventListener("tool-decision", async (event) => {
+  const { runId, toolCallId, decision, reason, done } = event.detail;
+  try {
+    await api("POST", `/api/runs/${runId}/tool-calls/${encodeURIComponent(toolCallId)}/decision/`,
+      { decision, reason });
+  } catch (error) {
+    showError(error.message);
+    done();
+  }
+});
 // Keyboard: Esc stops the running answer; Ctrl+Shift+O (Cmd+Shift+O on a
 // Mac) starts a new conversation, as in other chat apps.
 document.addEventListener("keydown", (event) => {

@@ -52,10 +52,64 @@ function toolCard(tool) {
     el("span", "badge tool-status"), el("span", "tool-duration"), el("span", "tool-attempts"),
   );
   const body = el("div", "tool-body");
-  body.append(el("div", "label", "Arguments"), el("pre", "tool-args mono"),
+  body.append(approvalBar(), el("div", "label", "Arguments"), el("pre", "tool-args mono"),
     el("div", "label tool-output-label", "Output"), el("pre", "tool-output mono"), el("p", "tool-retry"));
   card.append(summary, body);
   return card;
+}
+
+// Approve / Deny for a call that waits for the user. A click dispatches a
+// bubbling "tool-decision" event {runId, toolCallId, decision, reason}; the
+// page sends it (chat.js), and the run's approval.decided event redraws.
+function approvalBar() {
+  const bar = el("div", "tool-approval");
+  const reason = el("input", "approval-reason");
+  reason.type = "text";
+  reason.maxLength = 2000;
+  reason.placeholder = "Reason (optional, shown to the model if you deny)";
+  reason.setAttribute("aria-label", "Reason for the decision");
+  const approve = el("button", "approve-tool", "Approve");
+  const deny = el("button", "deny-tool secondary", "Deny");
+  for (const [button, decision] of [[approve, "approve"], [deny, "deny"]]) {
+    button.type = "button";
+    button.addEventListener("click", () => {
+      const card = bar.closest(".tool-card");
+      const article = bar.closest("article");
+      approve.disabled = deny.disabled = true;
+      bar.dispatchEvent(new CustomEvent("tool-decision", {
+        bubbles: true,
+        detail: { runId: article.dataset.runId, toolCallId: card.dataset.toolId, decision,
+                  reason: reason.value.trim(), done: () => { approve.disabled = deny.disabled = false; } },
+      }));
+    });
+  }
+  bar.append(el("p", "approval-question"), reason, el("div", "approval-buttons"), el("p", "approval-outcome"));
+  bar.querySelector(".approval-buttons").append(approve, deny);
+  return bar;
+}
+
+function approvalText(tool) {
+  const approval = tool.approval || {};
+  if (!approval.decision) return "";
+  if (approval.expired) return "Not run: no decision came in time.";
+  const who = approval.by ? ` by ${approval.by}` : "";
+  const why = approval.reason ? ` (${approval.reason})` : "";
+  return approval.decision === "approve" ? `Approved${who}.` : `Denied${who}${why}.`;
+}
+
+function renderApproval(card, tool) {
+  const bar = card.querySelector(".tool-approval");
+  const waiting = tool.status === "awaiting_approval";
+  bar.hidden = !waiting && !(tool.approval && tool.approval.decision);
+  bar.dataset.waiting = String(waiting);
+  const expires = tool.approval && tool.approval.expiresAt ? new Date(tool.approval.expiresAt) : null;
+  setText(bar.querySelector(".approval-question"), waiting
+    ? `This tool asks for your approval before it runs${expires ? ` (until ${expires.toLocaleTimeString()})` : ""}.`
+    : "");
+  bar.querySelector(".approval-reason").hidden = !waiting;
+  bar.querySelector(".approval-buttons").hidden = !waiting;
+  setText(bar.querySelector(".approval-outcome"), approvalText(tool));
+  if (waiting) card.open = true;  // the question must be seen
 }
 
 function renderTool(card, tool) {
@@ -71,9 +125,11 @@ function renderTool(card, tool) {
   setText(card.querySelector(".tool-args"), pretty(args));
   const failed = tool.status === "error" || tool.status === "timeout";
   setText(card.querySelector(".tool-output-label"), failed ? "Error" : "Output");
-  setText(card.querySelector(".tool-output"), tool.status === "running" ? "running…" : pretty(tool.output));
+  setText(card.querySelector(".tool-output"), tool.status === "running" ? "running…"
+    : tool.status === "awaiting_approval" ? "waiting for your decision…" : pretty(tool.output));
   setText(card.querySelector(".tool-retry"),
     tool.lastError && tool.status === "running" ? `Retrying after: ${tool.lastError}` : "");
+  renderApproval(card, tool);
 }
 
 function roundElement(container, round, live) {

@@ -8,7 +8,8 @@
 //   error, notice, finishReason, maxIterationsReached,
 //   iteration,                        // the model turn streaming now
 //   rounds: [{iteration, text, reasoning,
-//             tools: [{id, name, arguments, status, output, ms, attempts, lastError}]}],
+//             tools: [{id, name, arguments, status, output, ms, attempts, lastError,
+//                      approval: null | {expiresAt, decision, reason, by, expired}}]}],
 // }
 
 export const TERMINAL = new Set(["completed", "failed", "cancelled"]);
@@ -41,7 +42,10 @@ function findTool(state, id) {
 function upsertTool(round, call) {
   let tool = round.tools.find((t) => t.id === call.id);
   if (!tool) {
-    tool = { id: call.id, name: call.name, arguments: "", status: "running", output: "", ms: null, attempts: 1, lastError: "" };
+    tool = {
+      id: call.id, name: call.name, arguments: "", status: "running", output: "", ms: null, attempts: 1,
+      lastError: "", approval: null,
+    };
     round.tools.push(tool);
   }
   tool.name = call.name;
@@ -67,10 +71,20 @@ function applyRounds(state, rounds) {
   }
 }
 
+// Calls waiting for the user's decision (from a snapshot; events say it one by one).
+function applyPendingApprovals(state, pending) {
+  for (const request of pending || []) {
+    const tool = findTool(state, request.tool_call_id);
+    if (tool) { tool.status = "awaiting_approval"; tool.approval = { expiresAt: request.expires_at }; }
+  }
+}
+
 function settleUnfinishedTools(state) {
   for (const round of state.rounds) {
     for (const tool of round.tools) {
-      if (tool.status === "running") tool.status = state.status === "cancelled" ? "cancelled" : "error";
+      if (tool.status === "running" || tool.status === "awaiting_approval") {
+        tool.status = state.status === "cancelled" ? "cancelled" : "error";
+      }
     }
   }
 }
@@ -131,6 +145,23 @@ export function applyEvent(state, event) {
       if (tool) { tool.attempts = d.attempt; tool.lastError = d.error || ""; }
       break;
     }
+    case "approval.required": {
+      const tool = findTool(state, d.tool_call_id);
+      if (tool && tool.status !== "success" && tool.status !== "error") {
+        tool.status = "awaiting_approval";
+        tool.approval = { expiresAt: d.expires_at };
+      }
+      break;
+    }
+    case "approval.decided": {
+      const tool = findTool(state, d.tool_call_id);
+      if (tool) {
+        tool.approval = { ...(tool.approval || {}), decision: d.decision, reason: d.reason || "", by: d.by,
+          expired: Boolean(d.expired) };
+        if (tool.status === "awaiting_approval") tool.status = "running";  // its result follows
+      }
+      break;
+    }
     case "tool_output": {
       const tool = findTool(state, d.tool_call_id);
       if (tool) { tool.status = d.status; tool.output = d.output || ""; tool.ms = d.execution_time_ms ?? null; }
@@ -178,6 +209,7 @@ function applySnapshot(state, d) {
     return;
   }
   applyRounds(state, d.rounds);
+  applyPendingApprovals(state, d.pending_approvals);
   if (keep && !state.rounds.some((r) => r.iteration === d.iteration)) {
     Object.assign(roundFor(state, d.iteration), keep);
   }
