@@ -118,7 +118,7 @@ function renderTool(card, tool) {
   setText(card.querySelector(".tool-name"), tool.name);
   const args = tool.arguments || "{}";
   setText(card.querySelector(".tool-args-inline"), args.length > 80 ? `${args.slice(0, 77)}…` : args);
-  setText(card.querySelector(".tool-status"), tool.status);
+  setText(card.querySelector(".tool-status"), tool.status.replaceAll("_", " "));
   card.querySelector(".tool-status").dataset.status = tool.status;
   setText(card.querySelector(".tool-duration"), formatMs(tool.ms));
   setText(card.querySelector(".tool-attempts"), tool.attempts > 1 ? `attempt ${tool.attempts}` : "");
