@@ -23,7 +23,7 @@ from chatforge.conversations.models import Message, Run, ToolInvocation
 from tests.conftest import QUEUES
 from tests.fakes.openai_server import Reply, tool_results
 from tests.support.client import ApiClient, follow_run, run_socket_url
-from tests.support.stack import distributed_stack, start_worker, wait_for
+from tests.support.stack import private_stack, start_worker, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -35,23 +35,10 @@ APPROVAL_REDIS_URL = settings.REDIS_URL.rsplit("/", 1)[0] + "/15"
 def approval_stack(django_db_blocker, fake_llm):
     from tests.conftest import _test_database_url
 
-    redis.Redis.from_url(APPROVAL_REDIS_URL).flushdb()
     with django_db_blocker.unblock():
         database_url = _test_database_url()
-    with distributed_stack(
-        database_url=database_url,
-        redis_url=APPROVAL_REDIS_URL,
-        with_beat=True,
-        extra_env={
-            "OPENAI_BASE_URL": fake_llm.base_url,
-            "OPENAI_API_KEY": "test-key",
-            "CHATFORGE_TOOL_MODULES": "tests.support.tools",
-            "CHATFORGE_TOOL_CATALOG_TTL_S": "0",
-            "CHATFORGE_HEARTBEAT_S": "0.5",
-            "CHATFORGE_RUN_STALL_S": "2",
-            "CHATFORGE_SWEEP_INTERVAL_S": "0.5",
-        },
-    ) as stack:
+    with private_stack(database_url=database_url, redis_url=APPROVAL_REDIS_URL, llm_base_url=fake_llm.base_url,
+                       extra_env={"CHATFORGE_TOOL_CATALOG_TTL_S": "0"}) as stack:
         yield stack
 
 

@@ -10,7 +10,7 @@ from django.conf import settings
 from chatforge.conversations.models import Message, Run, ToolInvocation
 from tests.fakes.openai_server import Reply
 from tests.support.client import ApiClient, follow_run
-from tests.support.stack import distributed_stack, start_worker, wait_for
+from tests.support.stack import private_stack, start_worker, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -21,24 +21,9 @@ CRASH_REDIS_URL = settings.REDIS_URL.rsplit("/", 1)[0] + "/11"
 def crash_stack(django_db_blocker, fake_llm):
     from tests.conftest import _test_database_url
 
-    import redis
-
-    redis.Redis.from_url(CRASH_REDIS_URL).flushdb()  # before any worker binds its queues
     with django_db_blocker.unblock():
         database_url = _test_database_url()
-    with distributed_stack(
-        database_url=database_url,
-        redis_url=CRASH_REDIS_URL,
-        with_beat=True,
-        extra_env={
-            "OPENAI_BASE_URL": fake_llm.base_url,
-            "OPENAI_API_KEY": "test-key",
-            "CHATFORGE_TOOL_MODULES": "tests.support.tools",
-            "CHATFORGE_HEARTBEAT_S": "0.5",
-            "CHATFORGE_RUN_STALL_S": "2",
-            "CHATFORGE_SWEEP_INTERVAL_S": "0.5",
-        },
-    ) as stack:
+    with private_stack(database_url=database_url, redis_url=CRASH_REDIS_URL, llm_base_url=fake_llm.base_url) as stack:
         yield stack
 
 

@@ -163,3 +163,36 @@ def distributed_stack(
     finally:
         for proc in reversed(stack.processes):
             proc.stop()
+
+
+# Fast leases and sweeps, for tests that kill workers or lose the broker:
+# a dead step is seen as stalled within ~2 s and re-sent within ~0.5 s more.
+FAST_RECOVERY_ENV = {
+    "CHATFORGE_HEARTBEAT_S": "0.5",
+    "CHATFORGE_RUN_STALL_S": "2",
+    "CHATFORGE_SWEEP_INTERVAL_S": "0.5",
+}
+
+
+@contextmanager
+def private_stack(*, database_url: str, redis_url: str, llm_base_url: str,
+                  extra_env: dict[str, str] | None = None) -> Iterator[DistributedStack]:
+    """A stack of its own (with beat) on a Redis database of its own, which
+    is emptied first: for tests that kill its processes or flush its Redis,
+    which the shared stack must never see."""
+    import redis
+
+    redis.Redis.from_url(redis_url).flushdb()  # before any worker binds its queues
+    with distributed_stack(
+        database_url=database_url,
+        redis_url=redis_url,
+        with_beat=True,
+        extra_env={
+            "OPENAI_BASE_URL": llm_base_url,
+            "OPENAI_API_KEY": "test-key",
+            "CHATFORGE_TOOL_MODULES": "tests.support.tools",
+            **FAST_RECOVERY_ENV,
+            **(extra_env or {}),
+        },
+    ) as stack:
+        yield stack
