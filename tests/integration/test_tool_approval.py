@@ -3,7 +3,7 @@ running the sweeper, the web server): a waiting run has no task in flight
 and no busy worker; it is approved over REST and completes; another is
 denied over its websocket and the model's answer follows the refusal; a
 third lapses and is denied by the sweeper; a fourth survives SIGKILLed
-workers and a Redis FLUSHDB, and is approved afterwards."""
+workers and web server and a Redis FLUSHDB, and is approved afterwards."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from chatforge.conversations.models import Message, Run, ToolInvocation
 from tests.conftest import QUEUES
 from tests.fakes.openai_server import Reply, tool_results
 from tests.support.client import ApiClient, follow_run, run_socket_url
-from tests.support.stack import private_stack, start_worker, wait_for
+from tests.support.stack import private_stack, start_server, start_worker, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -147,13 +147,16 @@ def test_an_unanswered_request_lapses_into_a_denial(approval_stack, careful):
     assert late.status_code == 409
 
 
-def test_a_waiting_run_survives_killed_workers_and_a_flushed_redis(approval_stack, careful):
+def test_a_waiting_run_survives_killed_processes_and_a_flushed_redis(approval_stack, careful):
     api, token, start = careful
     run_id = start()
 
-    for name in ("llm", "tools"):
+    for name in ("llm", "tools", "server"):
         approval_stack.process(name).kill()
     redis.Redis.from_url(APPROVAL_REDIS_URL).flushdb()  # the broker's queues and every event log
+    port = int(approval_stack.http_url.rsplit(":", 1)[1])
+    approval_stack.processes.append(start_server(port=port, env=approval_stack.env, log_dir=approval_stack.log_dir,
+                                                 name="server2"))
     approval_stack.processes.append(start_worker("llm2", queues="llm,default", pool="gevent", concurrency=20,
                                                  env=approval_stack.env, log_dir=approval_stack.log_dir))
     approval_stack.processes.append(start_worker("tools2", queues="tools", pool="prefork", concurrency=2,
