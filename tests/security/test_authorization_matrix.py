@@ -89,6 +89,8 @@ RULES: dict[str, list[Row]] = {
     ],
     "run-detail": [Row("GET", "/api/runs/{run}/", _owner_only(200))],
     "run-cancel": [Row("POST", "/api/runs/{run}/cancel/", _owner_only(202))],
+    # The owner's empty body is a 400; anyone else's request, the run is not found.
+    "run-decision": [Row("POST", "/api/runs/{run}/tool-calls/call_1/decision/", _owner_only(400), body={})],
     "run-events": [Row("GET", "/api/runs/{run}/events/?after=999999", _owner_only(200))],
     "secret-list": [Row("GET", "/api/secrets/", _all(200))],
     "secret-detail": [
