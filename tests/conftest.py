@@ -11,6 +11,7 @@ import redis
 from django.conf import settings
 
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.mcp_server import MCP_SERVER_HOST_PORT
 from tests.support.site import API_KEY as WEATHER_API_KEY
 from tests.support.site import LocalSite
 from tests.support.stack import DistributedStack, distributed_stack
@@ -73,7 +74,7 @@ def stack(
             "CHATFORGE_TOOL_MODULES": "tests.support.tools",
             "CHATFORGE_TOOL_CATALOG_TTL_S": "0",
             "CHATFORGE_LLM_RETRY_INITIAL_S": "0.05",
-            "CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS": local_site.host_port,
+            "CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS": f"{local_site.host_port},{MCP_SERVER_HOST_PORT}",
             "TOOL_WEATHER_API_KEY": WEATHER_API_KEY,
         },
     ) as running:

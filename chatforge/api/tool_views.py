@@ -21,7 +21,7 @@ class ToolSerializer(serializers.Serializer):
     name = serializers.CharField()
     description = serializers.CharField()
     parameters = serializers.JSONField()
-    kind = serializers.ChoiceField(choices=["code", "data"])
+    kind = serializers.ChoiceField(choices=["code", "data", "mcp"])
     policy = serializers.JSONField()
 
 

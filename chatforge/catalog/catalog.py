@@ -65,6 +65,10 @@ def _build() -> ToolRegistry:
             logger.error("tool definition %r is shadowed by a code tool of the same name; rename it", defn.name)
         except (ValueError, TypeError) as exc:
             logger.error("tool definition %r is invalid and was left out: %s", defn.name, exc)
+    # MCP servers' tools (chatforge/mcp), after the others: a taken name stays with its owner.
+    from chatforge.mcp.catalog import register_mcp_tools
+
+    register_mcp_tools(registry, disabled=disabled)
     return registry
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chatforge.mcp.tools import is_mcp_tool
 from tools.base import Tool
 
 from .catalog import code_tool_names, get_catalog
@@ -16,7 +17,7 @@ def describe_tool(tool: Tool, code_names: set[str]) -> dict[str, Any]:
         "name": tool.name,
         "description": tool.description,
         "parameters": tool.parameters,
-        "kind": "code" if tool.name in code_names else "data",
+        "kind": "code" if tool.name in code_names else "mcp" if is_mcp_tool(tool) else "data",
         "policy": {
             "timeout_s": policy.timeout_s,
             "max_attempts": policy.max_attempts,

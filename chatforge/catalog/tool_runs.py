@@ -26,7 +26,7 @@ from .catalog import code_tools
 from .definitions import tool_from_definition
 from .models import ToolDefinition
 
-ToolKind = Literal["code", "data"]
+ToolKind = Literal["code", "data", "mcp"]
 
 # A placeholder per JSON type for required properties the schema gives no
 # example for: the person sees the shape of the arguments and fills it in.
@@ -53,7 +53,7 @@ class RunnableTool:
 
 
 def find_runnable_tool(name: str) -> RunnableTool | None:
-    """The code tool or data tool row called ``name``, or None.
+    """The code tool, data tool row or MCP server tool called ``name``, or None.
 
     A stored row that no longer builds (e.g. edited in the database by hand)
     raises ``ValueError`` with the reason, so the page can say so.
@@ -63,13 +63,32 @@ def find_runnable_tool(name: str) -> RunnableTool | None:
             return RunnableTool(tool=tool, kind="code", unavailable_reason=code_tool_unavailable_reason(name))
     definition = ToolDefinition.objects.filter(name=name).first()
     if definition is None:
-        return None
+        return _find_mcp_tool(name)
     reason = "" if definition.enabled else "This data tool is disabled: runs do not offer it."
     if not settings.CHATFORGE_TOOLS_ENABLED:
         reason = "Tools are turned off (CHATFORGE_TOOLS_ENABLED=false): runs get no tools."
     return RunnableTool(
         tool=tool_from_definition(definition), kind="data", unavailable_reason=reason, definition=definition
     )
+
+
+def _find_mcp_tool(name: str) -> RunnableTool | None:
+    """``<server>__<tool>`` from the server row's stored list, whether or not
+    the server is enabled (an operator tries a server before switching it on)."""
+    from chatforge.mcp.models import McpServer
+    from chatforge.mcp.tools import SEPARATOR, server_tools
+
+    server_name, separator, _ = name.partition(SEPARATOR)
+    server = McpServer.objects.filter(name=server_name).first() if separator else None
+    if server is None:
+        return None
+    tool = next((t for t in server_tools(server).offered if t.name == name), None)
+    if tool is None:
+        return None
+    reason = "" if server.enabled else f"The MCP server '{server.name}' is disabled: runs do not offer its tools."
+    if not settings.CHATFORGE_TOOLS_ENABLED:
+        reason = "Tools are turned off (CHATFORGE_TOOLS_ENABLED=false): runs get no tools."
+    return RunnableTool(tool=tool, kind="mcp", unavailable_reason=reason)
 
 
 def code_tool_unavailable_reason(name: str) -> str:

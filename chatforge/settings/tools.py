@@ -29,3 +29,9 @@ CHATFORGE_OPENAI_DEFAULT_TOOLS: list[str] | None = (
     else [] if _openai_default_tools.strip().lower() in ("", "none")
     else [name.strip() for name in _openai_default_tools.split(",") if name.strip()]
 )
+
+# MCP servers (chatforge.mcp, docs/mcp.md): how long a server's discovered
+# tool list is used before a tools worker asks the server again (tools/list),
+# and the time one discovery may take.
+CHATFORGE_MCP_DISCOVERY_TTL_S: float = env.float("CHATFORGE_MCP_DISCOVERY_TTL_S", default=300.0)
+CHATFORGE_MCP_DISCOVERY_TIMEOUT_S: float = env.float("CHATFORGE_MCP_DISCOVERY_TIMEOUT_S", default=15.0)
