@@ -72,6 +72,16 @@ class ToolArgumentsForm(forms.Form):
         return value
 
 
+def switch_enabled(model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet, *, enabled: bool,
+                   noun: str) -> None:
+    """The enable/disable list actions of catalog rows (data tools, MCP
+    servers): one UPDATE, and a message that says when workers see it."""
+    changed = queryset.update(enabled=enabled)
+    model_admin.message_user(
+        request, f"{'Enabled' if enabled else 'Disabled'} {changed} {noun}(s); workers pick the change up "
+                 f"within {settings.CHATFORGE_TOOL_CATALOG_TTL_S} s.", messages.SUCCESS)
+
+
 @admin.register(ToolDefinition)
 class ToolDefinitionAdmin(admin.ModelAdmin):
     list_display = [
@@ -137,15 +147,11 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Enable the selected tools", permissions=["change"])
     def enable(self, request: HttpRequest, queryset: QuerySet[ToolDefinition]) -> None:
-        changed = queryset.update(enabled=True)
-        self.message_user(request, f"Enabled {changed} tool(s); workers pick the change up within "
-                                   f"{settings.CHATFORGE_TOOL_CATALOG_TTL_S} s.", messages.SUCCESS)
+        switch_enabled(self, request, queryset, enabled=True, noun="tool")
 
     @admin.action(description="Disable the selected tools", permissions=["change"])
     def disable(self, request: HttpRequest, queryset: QuerySet[ToolDefinition]) -> None:
-        changed = queryset.update(enabled=False)
-        self.message_user(request, f"Disabled {changed} tool(s); workers pick the change up within "
-                                   f"{settings.CHATFORGE_TOOL_CATALOG_TTL_S} s.", messages.SUCCESS)
+        switch_enabled(self, request, queryset, enabled=False, noun="tool")
 
     def code_tools_view(self, request: HttpRequest) -> TemplateResponse:
         """Code tools, read-only: they are defined in Python, not in the database."""

@@ -32,14 +32,16 @@ def env_lookup(name: str) -> str | None:
     return value or None
 
 
-def _policy(defn: ToolDefinition) -> ToolPolicy:
+def policy_of_row(row: Any) -> ToolPolicy:
+    """The ``ToolPolicy`` an admin row spells out field by field (a data
+    tool definition, an MCP server): one reading for every kind of row."""
     return ToolPolicy(
-        timeout_s=defn.timeout_s,
-        max_attempts=defn.max_attempts,
-        backoff_initial_s=defn.backoff_initial_s,
-        backoff_max_s=defn.backoff_max_s,
-        side_effects=defn.side_effects,
-        requires_approval=defn.requires_approval,
+        timeout_s=row.timeout_s,
+        max_attempts=row.max_attempts,
+        backoff_initial_s=row.backoff_initial_s,
+        backoff_max_s=row.backoff_max_s,
+        side_effects=row.side_effects,
+        requires_approval=row.requires_approval,
     )
 
 
@@ -55,7 +57,7 @@ def tool_from_definition(defn: ToolDefinition) -> Tool:
             description=defn.description,
             parameters=defn.parameters,
             handler=respond,
-            policy=_policy(defn),
+            policy=policy_of_row(defn),
         )
     config = HttpToolConfig(
         url=defn.url,
@@ -79,7 +81,7 @@ def tool_from_definition(defn: ToolDefinition) -> Tool:
     )
     # The definition's whole policy (the HTTP config knows only timeouts and
     # retries; requires_approval is the engine's).
-    return dataclasses.replace(tool, policy=_policy(defn))
+    return dataclasses.replace(tool, policy=policy_of_row(defn))
 
 
 def _string_map(value: Any, field: str, errors: dict[str, list[str]]) -> None:

@@ -23,7 +23,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from chatforge.catalog.admin import PrettyJSONField
+from chatforge.catalog.admin import PrettyJSONField, switch_enabled
 from chatforge.catalog.catalog import get_catalog
 from chatforge.catalog.tool_runs import pretty_json
 from tools.base import Tool
@@ -99,15 +99,11 @@ class McpServerAdmin(admin.ModelAdmin):
 
     @admin.action(description="Enable the selected servers", permissions=["change"])
     def enable(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
-        changed = queryset.update(enabled=True)
-        self.message_user(request, f"Enabled {changed} server(s); workers pick the change up within "
-                                   f"{settings.CHATFORGE_TOOL_CATALOG_TTL_S} s.", messages.SUCCESS)
+        switch_enabled(self, request, queryset, enabled=True, noun="server")
 
     @admin.action(description="Disable the selected servers", permissions=["change"])
     def disable(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
-        changed = queryset.update(enabled=False)
-        self.message_user(request, f"Disabled {changed} server(s); workers pick the change up within "
-                                   f"{settings.CHATFORGE_TOOL_CATALOG_TTL_S} s.", messages.SUCCESS)
+        switch_enabled(self, request, queryset, enabled=False, noun="server")
 
     def _report(self, request: HttpRequest, server: McpServer, outcome: DiscoveryOutcome) -> None:
         if outcome.ok:

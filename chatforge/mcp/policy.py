@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from chatforge.catalog.definitions import policy_of_row
 from tools.base import ToolPolicy
 
 from .models import McpServer
@@ -28,14 +29,7 @@ OVERRIDE_FIELDS: dict[str, tuple[type, ...]] = {
 
 def server_policy(server: McpServer) -> ToolPolicy:
     """The policy every tool of ``server`` gets unless overridden."""
-    return ToolPolicy(
-        timeout_s=server.timeout_s,
-        max_attempts=server.max_attempts,
-        backoff_initial_s=server.backoff_initial_s,
-        backoff_max_s=server.backoff_max_s,
-        side_effects=server.side_effects,
-        requires_approval=server.requires_approval,
-    )
+    return policy_of_row(server)
 
 
 def tool_policy(server: McpServer, tool_name: str) -> ToolPolicy:
