@@ -2,7 +2,12 @@
 
 import os
 
-from celery import Celery
+from chatforge.observability.worker_setup import prepare_worker_metrics_dir
+
+# Before anything imports prometheus-client (docs/observability.md).
+prepare_worker_metrics_dir()
+
+from celery import Celery  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatforge.settings")
 
@@ -12,3 +17,4 @@ app = Celery("chatforge", include=["orchestration.tasks"], task_cls="chatforge.r
 app.config_from_object("django.conf:settings", namespace="CELERY")
 
 import chatforge.runtime.db_connections  # noqa: E402,F401  (task DB connection lifecycle)
+import chatforge.observability.celery_metrics  # noqa: E402,F401  (queue wait, the worker's metrics port)

@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from chatforge.api import health
+from chatforge.observability.exposition import metrics_view
 
 # The admin's title bar and page titles say whose admin it is.
 admin.site.site_header = "ChatForge administration"
@@ -13,6 +14,7 @@ admin.site.index_title = "Tools, models, users and runs"
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
     path("api/", include("chatforge.api.urls")),
     path("", include("chatforge.openai_api.urls")),
     path("admin/", admin.site.urls),

@@ -73,6 +73,10 @@ class ToolResult:
     # True when the model caused the failure and can fix it by calling again
     # (unknown tool, bad JSON, invalid arguments, ToolArgumentError).
     retryable_by_model: bool = False
+    # Why it failed, for metrics: unknown_tool, bad_arguments (not a JSON
+    # object), validation (against the schema, or the handler's
+    # ToolArgumentError), execution, timeout. None on success.
+    error_kind: str | None = None
 
     @property
     def success(self) -> bool:
@@ -118,6 +122,7 @@ class _Attempt:
     # The least wait before the next attempt that the failed service asked for
     # (an HTTP Retry-After), carried by the TransientToolError as ``retry_after_s``.
     retry_after_s: float = 0.0
+    error_kind: str | None = None
 
 
 def execute_tool(
@@ -158,6 +163,8 @@ def execute_tool(
             execution_time_ms=int((time.monotonic() - started) * 1000),
             attempts=attempts,
             retryable_by_model=attempt.retryable_by_model,
+            error_kind=attempt.error_kind or (None if attempt.status == "success" else
+                                              "timeout" if attempt.status == "timeout" else "execution"),
         )
         # Name, status, duration and attempts only: arguments and outputs can
         # hold user data and stay out of logs.
@@ -180,12 +187,15 @@ def execute_tool(
 
     tool = registry.get(name)
     if tool is None:
-        return finish(_model_error(messages.unknown_tool(name, registry.names())), attempts=0)
+        return finish(_model_error(messages.unknown_tool(name, registry.names()), "unknown_tool"), attempts=0)
     try:
         parsed = parse_arguments(arguments)
+    except RejectedArguments as exc:
+        return finish(_model_error(str(exc), "bad_arguments"), attempts=0)
+    try:
         validate_arguments(tool, parsed)
     except RejectedArguments as exc:
-        return finish(_model_error(str(exc)), attempts=0)
+        return finish(_model_error(str(exc), "validation"), attempts=0)
 
     attempts = 0
     while True:
@@ -262,7 +272,7 @@ def _completed(tool: Tool, value: Any) -> _Attempt:
 def _failed(tool: Tool, error: BaseException, context: ToolContext) -> _Attempt:
     """Turn a handler's exception into the attempt the model and the retry loop see."""
     if isinstance(error, ToolArgumentError):
-        return _model_error(messages.handler_argument_error(tool.name, _message(error)))
+        return _model_error(messages.handler_argument_error(tool.name, _message(error)), "validation")
     if isinstance(error, TransientToolError):
         return _Attempt(
             status="error",
@@ -288,8 +298,8 @@ def _may_retry(tool: Tool, attempt: _Attempt) -> bool:
     return attempt.transient and tool.policy.side_effects != "not_idempotent"
 
 
-def _model_error(text: str) -> _Attempt:
-    return _Attempt(status="error", error=text, retryable_by_model=True)
+def _model_error(text: str, kind: str) -> _Attempt:
+    return _Attempt(status="error", error=text, retryable_by_model=True, error_kind=kind)
 
 
 def _message(error: ToolError) -> str:

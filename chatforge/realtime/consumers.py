@@ -26,6 +26,7 @@ from chatforge.conversations.models import Conversation, Run
 from chatforge.conversations.selectors import conversations_of, run_of
 from orchestration.events import TERMINAL_TYPES
 from chatforge.errors import ChatForgeError
+from chatforge.observability import record
 from orchestration.services.approvals import decide
 from orchestration.services.runs import run_request_cancel
 
@@ -87,6 +88,7 @@ class _EventSocket(ManagedSocket):
         """Send the run's events; True when its terminal event was sent."""
         async for event in run_events(run_id, after=after):
             await self.send(text_data=json.dumps(event, ensure_ascii=False))
+            record.event_relayed(event)
             if event["type"] in TERMINAL_TYPES:
                 return True
         return False
@@ -94,6 +96,7 @@ class _EventSocket(ManagedSocket):
 
 class RunEventsConsumer(_EventSocket):
     run: Run | None = None
+    stream_kind = "websocket_run"
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -178,6 +181,8 @@ class ConversationEventsConsumer(_EventSocket):
     run started later (found by looking for new runs once a second).
     Runs that had already ended when the client connected are not replayed:
     their messages are in ``GET /api/conversations/{id}/messages/``."""
+
+    stream_kind = "websocket_conversation"
 
     conversation_id: str | None = None
 

@@ -31,6 +31,8 @@ from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from chatforge.observability import record
+
 from . import close_codes
 from .outages import is_outage
 
@@ -53,6 +55,8 @@ class ManagedSocket(AsyncWebsocketConsumer):
 
     _accepted: bool = False
     _closed: bool = False  # we sent a close, the client left, or a send found it gone
+    # The kind of stream it is in the open-streams metric.
+    stream_kind: str = "websocket"
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
         self._background: set[asyncio.Task] = set()
@@ -68,6 +72,7 @@ class ManagedSocket(AsyncWebsocketConsumer):
                 raise ClientGone() from exc
             if kind == "websocket.accept":
                 self._accepted = True
+                record.stream_opened(self.stream_kind)
             elif kind == "websocket.close":
                 self._closed = True
 
@@ -85,6 +90,8 @@ class ManagedSocket(AsyncWebsocketConsumer):
             await self._goodbye(close_codes.close_code_for(exc))
         finally:
             await self._cancel_background()
+            if self._accepted:
+                record.stream_closed(self.stream_kind)
 
     async def close(self, code: int | None = None, reason: str | None = None) -> None:
         """Close once; closing a socket that is already closed or gone does nothing."""

@@ -24,6 +24,7 @@ from chatforge.accounts.auth_failures import TooManyFailures, client_of_request
 from chatforge.accounts.tokens import authenticate_token
 from chatforge.api.errors import error_body
 from chatforge.conversations.selectors import run_of
+from chatforge.observability import record
 from chatforge.runtime.db_connections import db_sync_to_async
 from orchestration.event_log.base import Event
 
@@ -88,6 +89,7 @@ async def with_keepalive(events: AsyncIterator[Event], *, interval_s: float = KE
     """Formatted events, with a keep-alive comment after each ``interval_s``
     of silence (proxies close idle connections)."""
     pending: asyncio.Future | None = None
+    record.stream_opened("sse")
     try:
         while True:
             if pending is None:
@@ -103,6 +105,7 @@ async def with_keepalive(events: AsyncIterator[Event], *, interval_s: float = KE
                 return
             pending = None
             yield format_event(event)
+            record.event_relayed(event)
     finally:
         if pending is not None:
             pending.cancel()
@@ -110,6 +113,7 @@ async def with_keepalive(events: AsyncIterator[Event], *, interval_s: float = KE
                 await pending
         with contextlib.suppress(BaseException):
             await events.aclose()
+        record.stream_closed("sse")
 
 
 @csrf_exempt  # read-only: any other method is answered 405 before anything happens

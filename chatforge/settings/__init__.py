@@ -11,3 +11,4 @@ from .logging import *  # noqa: F401,F403
 from .tools import *  # noqa: F401,F403
 from .secrets import *  # noqa: F401,F403
 from .security import *  # noqa: F401,F403
+from .observability import *  # noqa: F401,F403

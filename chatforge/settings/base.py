@@ -59,6 +59,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Requests by route and status, and their latency (docs/observability.md).
+    "chatforge.observability.http_metrics.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # A view failing because Postgres, Redis or the broker is unreachable
     # answers 503 + Retry-After (JSON) instead of 500.

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from chatforge.conversations.models import Run, ToolInvocation
 from chatforge.errors import DecisionConflict, NotFound
+from chatforge.observability import record
 from tools.executor import ToolResult
 
 from .. import dispatch, events
@@ -138,6 +139,7 @@ def _apply(inv: ToolInvocation, decision: Decision, *, reason: str, by: Abstract
     run = inv.run
     events.approval_decided(ref(run), tool_call_id=inv.tool_call_id, decision=decision, reason=reason,
                             by=by.get_username() if by is not None else None, expired=expired)
+    record.approval("expired" if expired else _PAST[decision])
     if decision == Decision.APPROVE:
         ToolInvocation.objects.filter(pk=inv.pk, status=AWAITING).update(status=ToolInvocation.Status.PENDING,
                                                                          **fields)
@@ -149,7 +151,9 @@ def _apply(inv: ToolInvocation, decision: Decision, *, reason: str, by: Abstract
     ToolInvocation.objects.filter(pk=inv.pk).update(**fields)
     waited = (inv.approval_expires_at - inv.created_at).total_seconds() if inv.approval_expires_at else 0
     output = expired_output(inv.name, round(waited)) if expired else declined_output(inv.name, reason)
-    record_result(inv, ToolResult(tool_name=inv.name, status="error", error=output), from_status=AWAITING)
+    result = ToolResult(tool_name=inv.name, status="error", error=output, error_kind="declined")
+    record_result(inv, result, from_status=AWAITING)
+    record.tool_recorded(inv.name, result)
     inv.status = ToolInvocation.Status.ERROR
 
 

@@ -14,6 +14,8 @@ from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
 
+from chatforge.observability import record
+
 from .. import dispatch, events
 from ..rounds import run_rounds
 from .ledger import ref
@@ -120,6 +122,7 @@ def run_finalize(
         run.save(update_fields=["status", "error", "finish_reason", "usage", "max_iterations_reached",
                                 "finished_at", "heartbeat_at"])
         Conversation.objects.filter(pk=run.conversation_id).update(updated_at=now)
+        record.run_finished(run)
         _publish_terminal(run, str(message.id))
         # Runs posted while this one was active (double-texting) start now.
         if run.has_waiting_runs:

@@ -18,6 +18,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
+from chatforge.observability import record
 from chatforge.runtime.db_connections import release_connections
 
 from .. import dispatch, events
@@ -74,7 +75,7 @@ def _delta_publisher(r: events.RunRef):
     return publish
 
 
-def _stream(run: Run, provider: ChatProvider, request: TurnRequest) -> _Streamed:
+def _stream(run: Run, provider: ChatProvider, request: TurnRequest, *, provider_kind: str = "") -> _Streamed:
     """Call the model once, publishing deltas as they arrive. Provider failures
     and unexpected adapter errors end in a ``_Streamed`` with ``failure`` set
     (and the text streamed so far); database errors propagate so the task retries."""
@@ -86,9 +87,13 @@ def _stream(run: Run, provider: ChatProvider, request: TurnRequest) -> _Streamed
     stream = provider.stream_turn(request)
     failure: ProviderError | None = None
     cancelled = False
+    first_token = True
     try:
         with coalescer_for(_delta_publisher(r), window_ms=settings.CHATFORGE_DELTA_COALESCE_MS) as deltas:
             for item in stream:
+                if first_token and isinstance(item, (TextDelta, ReasoningDelta)):
+                    first_token = False
+                    record.time_to_first_token(provider_kind, run.model, time.monotonic() - started)
                 if isinstance(item, TextDelta):
                     if item.text:
                         parts.append(item.text)
@@ -137,8 +142,12 @@ def _call_model(run: Run, turn: LlmTurn, resolved: ResolvedModel, request: TurnR
     policy = policy_for(resolved.kind)
     attempt = 1
     while True:
-        streamed = _stream(run, resolved.provider, request)
+        streamed = _stream(run, resolved.provider, request, provider_kind=resolved.kind)
         failure = streamed.failure
+        will_retry = (failure is not None and failure.retryable and attempt < policy.max_attempts
+                      and not (request.previous_response_id and "previous_response_not_found" in failure.message))
+        record.provider_attempt(resolved.kind, run.model, failure_kind=str(failure.kind) if failure else None,
+                                retried=will_retry)
         if failure is not None and request.previous_response_id and "previous_response_not_found" in failure.message:
             # The provider no longer has the stored response (expired, or
             # another project): send the whole history instead, once.
@@ -319,6 +328,7 @@ def _after_done(turn: LlmTurn) -> None:
 
 
 def llm_turn_execute(*, run_id: str, iteration: int) -> None:
+    started = time.perf_counter()
     turn = claim_turn(run_id, iteration)
     if turn is None:
         # Completed (re-emit and move on), a live delivery is running it, or
@@ -327,8 +337,10 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
         if done is not None and not done.run.is_terminal:
             _after_done(done)
         return
+    record.redelivered("llm_turn", turn.deliveries)
     try:
-        _run_claimed_turn(turn)
+        provider_s = _run_claimed_turn(turn)
+        record.step_overhead("llm_turn", time.perf_counter() - started - provider_s)
     except (DatabaseError, events.EventLogUnavailable) as exc:
         logger.warning("run %s turn %s: infrastructure failure (%s); handing the turn back to be run again",
                        run_id, iteration, exc)
@@ -339,11 +351,13 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
         raise
 
 
-def _run_claimed_turn(turn: LlmTurn) -> None:
+def _run_claimed_turn(turn: LlmTurn) -> float:
+    """Run the claimed turn; returns the seconds spent in the model call
+    (0 when none was made), the part of the step that is not ours."""
     run = turn.run
     run_id, iteration = str(run.id), turn.iteration
     if step_must_stop(run):
-        return
+        return 0.0
     if turn.deliveries > settings.CHATFORGE_MAX_STEP_DELIVERIES:
         run_finalize(
             run_id=run_id,
@@ -353,7 +367,7 @@ def _run_claimed_turn(turn: LlmTurn) -> None:
                 "(its workers kept stopping); the run was given up."
             ),
         )
-        return
+        return 0.0
     needs_marking = run.status != Run.Status.RUNNING or run.iteration != iteration or turn.deliveries > 1
     if needs_marking and extras_of(turn).run_marked_running is None:  # not done by the claim (SQLite)
         mark_run_running(run, iteration)  # the fan-in already moved a running run here
@@ -372,7 +386,7 @@ def _run_claimed_turn(turn: LlmTurn) -> None:
         logger.exception("run %s: cannot set up model %s", run_id, run.model)
         run_finalize(run_id=run_id, outcome=Outcome.FAILED,
                      error=f"The model '{run.model}' cannot be used: {exc}")
-        return
+        return 0.0
     request = _request(run, turn, resolved, turn_input)
     # The model call is a wait on the network: hold no database connection
     # through it, so a worker can stream far more turns than its pool has
@@ -380,18 +394,20 @@ def _run_claimed_turn(turn: LlmTurn) -> None:
     release_connections()
     with step_lease(run_id, turn):
         with cancel_watch.watching(run_id):
+            calling = time.perf_counter()
             streamed = _call_model(run, turn, resolved, request)
+            model_s = time.perf_counter() - calling  # retries and their waits included
         if streamed.result is not None:
             # The answer is in hand: record it through a short outage rather than
             # hand the turn back, which would call the model again.
             retry_through_outage(
                 lambda: _record(turn, streamed.result, streamed.provider_ms, turn_input),
                 what=f"run {run_id} turn {iteration}: recording the answer")
+            record.tokens(run.model, streamed.result.usage)
     if streamed.failure is not None:
         logger.warning("run %s turn %s failed: %s", run_id, iteration, streamed.failure.message)
         run_finalize(run_id=run_id, outcome=Outcome.FAILED, error=streamed.failure.message,
                      partial_text=streamed.partial_text)
-        return
-    if streamed.result is None:
+    elif streamed.result is None:
         run_finalize(run_id=run_id, outcome=Outcome.CANCELLED, partial_text=streamed.partial_text)
-        return
+    return model_s

@@ -19,6 +19,8 @@ from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
 from chatforge.conversations.selectors import ordered_messages
 from chatforge.errors import IdempotencyKeyReused, InvalidRequest, RunActive, TooManyActiveRuns, UnknownTool
 
+from chatforge.observability import record
+
 from .. import dispatch
 from ..providers import DEMO_MODEL
 from ..providers.images import content_parts
@@ -316,6 +318,7 @@ def _run_create(
             continued_rounds=continued_rounds,
         )
         LlmTurn.objects.create(run=run, iteration=0, offered_tools=stored_options["max_iterations"] > 0)
+        record.run_started(model)
         if active is None:
             dispatch.llm_turn(str(run.id), 0)
         elif on_active == OnActive.INTERRUPT:

@@ -23,6 +23,8 @@ from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 
+from chatforge.observability import record
+
 from .. import broker_loss, dispatch
 from .approvals import expire_overdue
 from .finalize import Outcome, run_finalize
@@ -104,5 +106,6 @@ def sweep_stalled_runs() -> int:
         if action == "alive":
             continue  # its step's lease is fresh: a live worker is on it
         logger.warning("%s run %s re-enqueued: %s", "active" if emptied else "stalled", run_id, action)
+        record.sweeper_redrive(action)
         count += 1
     return count

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 
 from django.conf import settings
@@ -27,6 +28,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
+from chatforge.observability import record
 from tools.executor import ToolResult, execute_tool
 
 from .. import dispatch, events
@@ -42,8 +44,9 @@ from .ledger import ref
 logger = logging.getLogger(__name__)
 
 
-def _error_result(name: str, text: str) -> ToolResult:
-    return ToolResult(tool_name=name, status="error", error=text)
+def _error_result(name: str, text: str, kind: str) -> ToolResult:
+    """A result recorded without running the tool; ``kind`` says why (metrics)."""
+    return ToolResult(tool_name=name, status="error", error=text, error_kind=kind)
 
 
 def _preset_result(inv: ToolInvocation) -> ToolResult | None:
@@ -54,10 +57,11 @@ def _preset_result(inv: ToolInvocation) -> ToolResult | None:
             inv.name,
             f"Error: tool '{inv.name}' could not be completed: its worker stopped "
             f"{inv.deliveries - 1} times while running it.",
+            "interrupted",
         )
     options = inv.run.options
     if inv.name in options.get(APPROVAL_TOOLS, ()) and options.get(APPROVAL_MODE) == UNATTENDED_DENY:
-        return _error_result(inv.name, unattended_output(inv.name))  # /v1 cannot ask anyone
+        return _error_result(inv.name, unattended_output(inv.name), "declined")  # /v1 cannot ask anyone
     tool = get_registry().get(inv.name)
     if inv.deliveries > 1 and tool is not None and tool.policy.side_effects == "not_idempotent":
         # An earlier delivery started it: it may already have taken effect.
@@ -65,6 +69,7 @@ def _preset_result(inv: ToolInvocation) -> ToolResult | None:
             inv.name,
             f"Error: tool '{inv.name}' was interrupted while running and is not safe to "
             "run again; it may or may not have taken effect.",
+            "interrupted",
         )
     return None
 
@@ -95,6 +100,7 @@ def _repeat_result(inv: ToolInvocation) -> ToolResult | None:
         f"Error: '{inv.name}' was already called {repeats} times with these same arguments in this "
         "request. Do not repeat the call: use the results you already have, or call it with "
         "different arguments.",
+        "repeated",
     )
 
 
@@ -179,13 +185,16 @@ def _record_failed_attempt(run: Run, inv: ToolInvocation, attempt: int, error: s
     """Before each retry: the attempt count and last error go on the
     invocation (as data, not only in logs) and to clients as tool.retry."""
     ToolInvocation.objects.filter(pk=inv.pk).update(attempts=attempt, error=error)
+    record.tool_retried(inv.name)
     events.tool_retry(ref(run), tool_call_id=inv.tool_call_id, attempt=attempt, error=error)
 
 
 def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
+    started = time.perf_counter()
     inv = claim_invocation(run_id, tool_call_id)
     if inv is None:
         return  # finished already (the fan-in happened with it), or a live delivery runs it
+    record.redelivered("tool_call", inv.deliveries)
     run = inv.run
     if step_must_stop(run):
         return
@@ -201,3 +210,5 @@ def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
                 on_retry=lambda attempt, error: _record_failed_attempt(run, inv, attempt, error),
             )
     record_result(inv, result)
+    record.tool_recorded(inv.name, result)
+    record.step_overhead("tool_call", time.perf_counter() - started - result.execution_time_ms / 1000)

@@ -42,6 +42,7 @@ pytestmark = pytest.mark.django_db
 UNCRAWLED_ROUTES: dict[str, str] = {
     "admin/": "the admin is crawled from admin.site._registry (admin_page_urls)",
     "api/tools/test/": "POST only (runs a model test)",
+    "metrics": "Prometheus counters: label values are route patterns, model, tool and kind names, no user data",
     "api/runs/(?P<pk>[^/.]+)/tool-calls/(?P<tool_call_id>[^/]+)/decision/$":
         "POST only (decides a call awaiting approval); answers the call's approval state",
     "api/tools/(?P<name>[a-zA-Z0-9_-]{1,64})/invoke/$": "POST only (staff); the executor scrubs secrets from results",

@@ -65,6 +65,8 @@ BAD_COMPLETION = {"model": "demo"}  # no messages: a 400 once signed in
 RULES: dict[str, list[Row]] = {
     "healthz": [Row("GET", "/healthz", _all(200, anonymous=200))],
     "readyz": [Row("GET", "/readyz", _all(200, anonymous=200))],
+    # Prometheus' token (CHATFORGE_METRICS_TOKEN) or a staff session, never a user's API token.
+    "metrics": [Row("GET", "/metrics", _all(403, anonymous=403))],
     "schema": [Row("GET", "/api/schema/", _all(200))],
     "docs": [Row("GET", "/api/docs/", _all(200))],
     "api-root": [Row("GET", "/api/", _all(200))],

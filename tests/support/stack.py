@@ -95,8 +95,8 @@ def start_beat(*, env: dict[str, str], log_dir: Path) -> Process:
     return proc
 
 
-def start_server(*, port: int, env: dict[str, str], log_dir: Path, name: str = "server") -> Process:
-    args = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)]
+def start_server(*, port: int, env: dict[str, str], log_dir: Path, name: str = "server", workers: int = 1) -> Process:
+    args = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
     proc = start_process(name, args, env, log_dir)
 
     def healthy() -> bool:

@@ -28,6 +28,11 @@ class Command(BaseCommand):
         if settings.EMBEDDED and workers != 1:
             self.stderr.write("Embedded mode runs one process; ignoring --workers.")
             workers = 1
+        if workers > 1:
+            # Each web process counts on its own; /metrics serves the sum.
+            from chatforge.observability.worker_setup import use_fresh_metrics_dir
+
+            use_fresh_metrics_dir()
         self.stdout.write(
             f"ChatForge ({settings.CHATFORGE_MODE} mode) on http://{host}:{port}/  "
             f"API docs: http://{host}:{port}/api/docs/"
