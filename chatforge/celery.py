@@ -18,3 +18,4 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 
 import chatforge.runtime.db_connections  # noqa: E402,F401  (task DB connection lifecycle)
 import chatforge.observability.celery_metrics  # noqa: E402,F401  (queue wait, the worker's metrics port)
+import chatforge.observability.log_context  # noqa: E402,F401  (task_id, run_id, … on every log line of a task)

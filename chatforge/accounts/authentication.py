@@ -7,6 +7,7 @@ from rest_framework.request import Request
 
 from .auth_failures import TooManyFailures, client_of_request
 from .tokens import authenticate_token
+from chatforge.observability.log_context import bind_user
 
 
 class AuthenticationThrottled(exceptions.Throttled):
@@ -39,6 +40,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(
                 "The API token is invalid or revoked. Create a new one in your settings."
             )
+        bind_user(user.pk)  # the request's log lines say whose it is
         return (user, token)
 
     def authenticate_header(self, request: Request) -> str:

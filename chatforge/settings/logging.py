@@ -1,20 +1,60 @@
-"""Logging: plain structured-enough lines to stderr; level from the environment."""
+"""Logging: JSON lines in distributed mode (one object per line, for log
+collectors), readable text in embedded mode; level from the environment.
+
+Every record — ours, Django's, Celery's, uvicorn's through Django's root
+handler — goes through structlog's formatter, which adds the context bound
+for the request or task (run_id, conversation_id, user_id, tool_call_id,
+request_id, task_id: chatforge/observability/log_context.py) and the
+``extra`` fields a call passed. Credentials are removed before any handler
+writes (runtime/log_redaction.py).
+"""
 
 from __future__ import annotations
+
+import structlog
+from django.core.exceptions import ImproperlyConfigured
 
 from chatforge.env import env
 from chatforge.runtime.log_redaction import with_redaction
 
-LOG_LEVEL: str = env.str("CHATFORGE_LOG_LEVEL", default="INFO")
+from .mode import EMBEDDED
 
-# Every handler drops credentials from what it writes (runtime/log_redaction.py).
+LOG_LEVEL: str = env.str("CHATFORGE_LOG_LEVEL", default="INFO")
+# "json" or "text"; default: json in distributed mode, text in embedded mode.
+CHATFORGE_LOG_FORMAT: str = env.str("CHATFORGE_LOG_FORMAT", default="text" if EMBEDDED else "json")
+if CHATFORGE_LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"CHATFORGE_LOG_FORMAT must be 'json' or 'text', not {CHATFORGE_LOG_FORMAT!r}")
+
+# What every record gets before it is rendered.
+_SHARED = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_log_level,
+    structlog.stdlib.add_logger_name,
+    structlog.stdlib.ExtraAdder(),
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+    structlog.processors.CallsiteParameterAdder([structlog.processors.CallsiteParameter.PROCESS]),
+]
+_RENDERER = (
+    structlog.processors.JSONRenderer()
+    if CHATFORGE_LOG_FORMAT == "json"
+    else structlog.dev.ConsoleRenderer(colors=False)
+)
+
 LOGGING = with_redaction({
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s"},
+        "structured": {
+            "()": structlog.stdlib.ProcessorFormatter,
+            "foreign_pre_chain": _SHARED,
+            "processors": [
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                _RENDERER,
+            ],
+        },
     },
-    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "structured"}},
     "root": {"handlers": ["stderr"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},

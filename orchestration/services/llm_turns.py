@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
 from chatforge.observability import record
+from chatforge.observability.log_context import bind_run
 from chatforge.runtime.db_connections import release_connections
 
 from .. import dispatch, events
@@ -337,6 +338,7 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
         if done is not None and not done.run.is_terminal:
             _after_done(done)
         return
+    bind_run(turn.run)  # its log lines name the conversation and user too
     record.redelivered("llm_turn", turn.deliveries)
     try:
         provider_s = _run_claimed_turn(turn)

@@ -3,6 +3,7 @@ transaction, and the first model turn is enqueued only after it commits."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -20,6 +21,7 @@ from chatforge.conversations.selectors import ordered_messages
 from chatforge.errors import IdempotencyKeyReused, InvalidRequest, RunActive, TooManyActiveRuns, UnknownTool
 
 from chatforge.observability import record
+from chatforge.observability.log_context import bind_run
 
 from .. import dispatch
 from ..providers import DEMO_MODEL
@@ -28,6 +30,8 @@ from ..providers.sampling import SAMPLING_OPTIONS
 from ..tooling import get_registry
 from .approval_policy import APPROVAL_TOOLS, tools_needing_approval, unattended_tools
 from .finalize import Outcome, run_finalize
+
+logger = logging.getLogger(__name__)
 
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
 
@@ -319,6 +323,8 @@ def _run_create(
         )
         LlmTurn.objects.create(run=run, iteration=0, offered_tools=stored_options["max_iterations"] > 0)
         record.run_started(model)
+        bind_run(run)  # the rest of the request's log lines name the run
+        logger.info("run accepted", extra={"model": model, "queued_behind": str(active.id) if active else None})
         if active is None:
             dispatch.llm_turn(str(run.id), 0)
         elif on_active == OnActive.INTERRUPT:

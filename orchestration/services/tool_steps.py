@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.observability import record
+from chatforge.observability.log_context import bind_run
 from tools.executor import ToolResult, execute_tool
 
 from .. import dispatch, events
@@ -194,6 +195,7 @@ def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
     inv = claim_invocation(run_id, tool_call_id)
     if inv is None:
         return  # finished already (the fan-in happened with it), or a live delivery runs it
+    bind_run(inv.run)
     record.redelivered("tool_call", inv.deliveries)
     run = inv.run
     if step_must_stop(run):

@@ -21,6 +21,7 @@ from chatforge.conversations.models import Run
 from tests.fakes.openai_server import Reply
 from tests.support.client import ApiClient, follow_run
 from tests.support.stack import ROOT, base_env, free_port, start_server
+from tests.support.logs import assert_no_error_logged
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -43,10 +44,6 @@ def leave_mid_run(http_url: str, ws_url: str, token: str, conversation: str, run
         drop_without_close_frame(dropped)
     with httpx.stream("GET", f"{http_url}/api/runs/{run_id}/events/", headers=headers, timeout=30) as sse:
         next(sse.iter_lines())  # then leave mid-stream
-
-
-def assert_no_error_logged(logged: str) -> None:
-    assert " ERROR " not in logged and "Traceback" not in logged, logged[-5000:]
 
 
 def test_clients_leaving_mid_run_log_no_error(stack, fake_llm, make_user):
