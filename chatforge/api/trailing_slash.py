@@ -16,12 +16,13 @@ sync and the async handler (no thread hop per request).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponseBase
 from django.urls import get_urlconf
 from django.urls.base import is_valid_path
+
+from chatforge.runtime.hybrid_middleware import HybridMiddleware
 
 API_PREFIX = "/api/"
 OPENAI_PREFIX = "/v1/"
@@ -46,15 +47,7 @@ def match_declared_slash(request: HttpRequest) -> None:
     request.path_info = other
 
 
-class ApiTrailingSlashMiddleware:
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable) -> None:
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
+class ApiTrailingSlashMiddleware(HybridMiddleware):
     def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
         match_declared_slash(request)
         return self.get_response(request)

@@ -4,10 +4,9 @@ response's headers: a streamed response's body is not waited for)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponseBase
+
+from chatforge.runtime.hybrid_middleware import HybridMiddleware
 
 from . import metrics
 
@@ -24,17 +23,9 @@ def _observe(request: HttpRequest, response: HttpResponseBase, started: float) -
     metrics.HTTP_REQUEST_DURATION.labels(method=request.method, route=route).observe(time.perf_counter() - started)
 
 
-class HttpMetricsMiddleware:
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable) -> None:
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
+class HttpMetricsMiddleware(HybridMiddleware):
     def __call__(self, request: HttpRequest):
-        if iscoroutinefunction(self):
+        if self.is_async:
             return self.__acall__(request)
         started = time.perf_counter()
         response = self.get_response(request)

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from celery.signals import task_postrun, task_prerun
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 from structlog.contextvars import bind_contextvars, clear_contextvars
+
+from chatforge.runtime.hybrid_middleware import HybridMiddleware
 
 REQUEST_ID_HEADER = "X-Request-ID"
 # A client's own request id is kept when it is short and plain (it is logged).
@@ -63,20 +63,12 @@ def _signed_in_by_session(request: HttpRequest) -> bool:
     return settings.SESSION_COOKIE_NAME in request.COOKIES and hasattr(request, "auser")
 
 
-class RequestContextMiddleware:
+class RequestContextMiddleware(HybridMiddleware):
     """Binds ``request_id`` (the client's X-Request-ID if it is plain, else a
     new one; echoed in the response) and the signed-in user for the request."""
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable) -> None:
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
     def __call__(self, request: HttpRequest):
-        if iscoroutinefunction(self):
+        if self.is_async:
             return self.__acall__(request)
         request_id = self._bind(request)
         if _signed_in_by_session(request):
