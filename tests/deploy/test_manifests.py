@@ -28,7 +28,7 @@ DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "kubernetes"
 IMAGE = "chatforge:latest"
 # Variables of the compose file that configure the Postgres container, not ChatForge.
-COMPOSE_ONLY_VARIABLES = {"POSTGRES_PASSWORD"}
+COMPOSE_ONLY_VARIABLES = {"POSTGRES_PASSWORD", "FLOWER_BASIC_AUTH"}
 # Kubernetes versions whose API schemas the manifests must satisfy.
 K8S_VERSIONS = ("1.30.0", "1.37.0")
 
@@ -98,7 +98,7 @@ def check_command(tokens: list[str]) -> None:
         assert tokens[2] in get_commands(), f"no management command {tokens[2]!r}"
         return
     assert tokens[:3] == ["celery", "-A", "chatforge"], f"unknown entry point: {tokens}"
-    assert tokens[3] in {"worker", "beat", "inspect"}, tokens
+    assert tokens[3] in {"worker", "beat", "inspect", "flower"}, tokens
     if tokens[3] == "worker":
         queues = set(option(tokens, "-Q").split(","))
         assert queues <= routed_queues(), f"unknown queues {queues - routed_queues()}"
@@ -264,7 +264,7 @@ def compose() -> dict:
     return yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
 
 
-CHATFORGE_SERVICES = {"migrate", "web", "worker-llm", "worker-tools", "beat"}
+CHATFORGE_SERVICES = {"migrate", "web", "worker-llm", "worker-tools", "beat", "flower"}
 
 
 def test_compose_services():

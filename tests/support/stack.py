@@ -80,7 +80,8 @@ def start_worker(name: str, *, queues: str, pool: str, concurrency: int, env: di
     args = [
         sys.executable, "-m", "celery", "-A", "chatforge", "worker",
         "-Q", queues, "-P", pool, "-c", str(concurrency), "-n", f"{name}@%h",
-        "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO",
+        # -E as deployed (Procfile, compose, Kubernetes): task events for Flower.
+        "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", "-E",
     ]
     proc = start_process(name, args, env, log_dir)
     wait_for(lambda: " ready." in proc.log(), timeout=60, what=f"worker {name}", process=proc)
