@@ -29,6 +29,8 @@ K8S = DEPLOY / "kubernetes"
 IMAGE = "chatforge:latest"
 # Variables of the compose file that configure the Postgres container, not ChatForge.
 COMPOSE_ONLY_VARIABLES = {"POSTGRES_PASSWORD", "FLOWER_BASIC_AUTH"}
+# Read by Flower itself, not by ChatForge's settings.
+FLOWER_VARIABLES = {"FLOWER_BASIC_AUTH"}
 # Kubernetes versions whose API schemas the manifests must satisfy.
 K8S_VERSIONS = ("1.30.0", "1.37.0")
 
@@ -335,6 +337,8 @@ def test_k8s_inventory():
         ("Deployment", "chatforge-worker-llm"),
         ("Deployment", "chatforge-worker-tools"),
         ("Deployment", "chatforge-beat"),
+        ("Deployment", "chatforge-flower"),
+        ("Service", "chatforge-flower"),
         ("Job", "chatforge-migrate"),
         ("Service", "chatforge-web"),
         ("PodDisruptionBudget", "chatforge-worker-llm"),
@@ -374,7 +378,7 @@ def test_k8s_pods_run_the_same_image_and_real_commands():
 def test_k8s_config_and_secret_hold_only_chatforge_variables_and_placeholders():
     config = k8s_named("ConfigMap", "chatforge-config")["data"]
     secret = k8s_named("Secret", "chatforge-secrets")["stringData"]
-    assert set(config) <= SETTINGS_VARS and set(secret) <= SETTINGS_VARS
+    assert set(config) <= SETTINGS_VARS and set(secret) <= SETTINGS_VARS | FLOWER_VARIABLES
     assert not set(config) & set(secret)
     assert {"DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY"} <= set(secret)
     assert secret["DJANGO_SECRET_KEY"] == secret["OPENAI_API_KEY"] == "CHANGE_ME"
