@@ -29,7 +29,7 @@ MARKER_KEY = "chatforge:broker-marker"
 _clients: dict[str, redis.Redis] = {}
 
 
-def _broker() -> redis.Redis | None:
+def broker_client() -> redis.Redis | None:
     """A client for the broker's Redis database; None for embedded mode's
     in-memory broker, which lives and dies with the process."""
     url = str(app.conf.broker_url)
@@ -47,7 +47,7 @@ def broker_was_emptied() -> bool:
     key; or this is the first call). Setting it in the same command makes
     exactly one caller answer True per loss. False when the broker cannot be
     reached: nothing can be sent then, and the next pass asks again."""
-    client = _broker()
+    client = broker_client()
     if client is None:
         return False
     try:

@@ -11,22 +11,38 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+import threading
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, start_http_server
 from prometheus_client import multiprocess
 
+from .metrics import QueueDepthCollector
+
 logger = logging.getLogger(__name__)
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
+_QUEUE_DEPTH = QueueDepthCollector()
+_registered_on_default = False
+_register_lock = threading.Lock()
+
+
 def exposition_registry() -> CollectorRegistry:
+    """What a scrape reads: this process's (or, in multiprocess mode, every
+    process's) metrics, plus the queue depths read from the broker now."""
+    global _registered_on_default
     if os.environ.get(MULTIPROC_ENV):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
+        registry.register(_QUEUE_DEPTH)
         return registry
+    with _register_lock:
+        if not _registered_on_default:
+            REGISTRY.register(_QUEUE_DEPTH)
+            _registered_on_default = True
     return REGISTRY
 
 

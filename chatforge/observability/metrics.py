@@ -14,7 +14,11 @@ kinds are small fixed sets.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 # Seconds: a step's overhead is milliseconds, a run can take minutes.
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -95,3 +99,38 @@ TIME_TO_FIRST_TOKEN = Histogram(
 TOKENS = Counter(
     "chatforge_provider_tokens_total", "Tokens the providers reported, by model and direction (input, output).",
     ["model", "direction"])
+
+
+# --- read at each scrape -----------------------------------------------------
+QUEUE_DEPTH_NAME = "chatforge_queue_depth"
+
+
+class QueueDepthCollector(Collector):
+    """``chatforge_queue_depth{queue}``: messages waiting in each queue of the
+    broker (one pipelined LLEN per scrape), the signal to scale workers on.
+    Nothing is reported when the broker is not Redis (embedded mode) or
+    cannot be reached (the scrape still answers)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from django.conf import settings
+        from redis import RedisError
+
+        from orchestration.broker_loss import broker_client
+
+        family = GaugeMetricFamily(QUEUE_DEPTH_NAME, "Messages waiting in each broker queue.", labels=["queue"])
+        client = broker_client()
+        queues = sorted({route["queue"] for route in settings.CELERY_TASK_ROUTES.values()})
+        if client is not None:
+            try:
+                with client.pipeline(transaction=False) as pipe:
+                    for queue in queues:
+                        pipe.llen(queue)
+                    depths = pipe.execute()
+            except RedisError:
+                depths = []
+            for queue, depth in zip(queues, depths, strict=False):
+                family.add_metric([queue], depth)
+        yield family
+
+
+SCRAPE_TIME_METRICS = {QUEUE_DEPTH_NAME}

@@ -17,7 +17,7 @@ _SUFFIXES = ("_bucket", "_count", "_sum")
 
 def exported() -> set[str]:
     return {m._name + ("_total" if m._type == "counter" else "") for m in vars(metrics).values()
-            if hasattr(m, "_name") and hasattr(m, "_documentation")}
+            if hasattr(m, "_name") and hasattr(m, "_documentation")} | metrics.SCRAPE_TIME_METRICS
 
 
 def test_every_query_names_an_exported_metric_and_every_metric_has_a_panel():

@@ -461,3 +461,30 @@ def test_k8s_strict_validation_rejects_unknown_fields():
     deployment["spec"]["template"]["spec"]["terminationGracePeriodSecond"] = 150
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(deployment, K8S_VERSIONS[0], strict=True)
+
+
+# --- Autoscaling on queue depth (optional manifests) ----------------------------
+
+AUTOSCALING = K8S / "autoscaling"
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_queue_depth_autoscalers_validate_and_scale_each_pool_on_its_queue(version):
+    from chatforge.observability.metrics import QUEUE_DEPTH_NAME
+
+    hpas = load_all(AUTOSCALING / "hpa-queue-depth.yaml")
+    deployments = {d["metadata"]["name"]: d for d in k8s_docs() if d["kind"] == "Deployment"}
+    scaled = {}
+    for hpa in hpas:
+        kubernetes_validate.validate(hpa, version, strict=True)
+        target = hpa["spec"]["scaleTargetRef"]["name"]
+        [metric] = hpa["spec"]["metrics"]
+        assert metric["type"] == "External" and metric["external"]["metric"]["name"] == QUEUE_DEPTH_NAME
+        scaled[target] = metric["external"]["metric"]["selector"]["matchLabels"]["queue"]
+    assert scaled == {"chatforge-worker-llm": "llm", "chatforge-worker-tools": "tools"}
+    for deployment, queue in scaled.items():
+        command = deployments[deployment]["spec"]["template"]["spec"]["containers"][0]["command"]
+        assert queue in option(command, "-Q").split(","), (deployment, queue)
+    rules = yaml.safe_load((AUTOSCALING / "prometheus-adapter-rules.yaml").read_text())
+    [rule] = rules["rules"]["external"]
+    assert rule["seriesQuery"].startswith(QUEUE_DEPTH_NAME) and rule["name"]["as"] == QUEUE_DEPTH_NAME

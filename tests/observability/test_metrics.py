@@ -110,6 +110,23 @@ def test_approval_decisions_are_counted(settings, fake_llm, idle_broker, make_us
 
 def test_every_metric_is_documented_and_every_documented_metric_exists():
     defined = {m._name + ("_total" if m._type == "counter" else "") for m in vars(metrics).values()
-               if hasattr(m, "_name") and hasattr(m, "_documentation")}
+               if hasattr(m, "_name") and hasattr(m, "_documentation")} | metrics.SCRAPE_TIME_METRICS
     documented = set(re.findall(r"^\| `(chatforge_[a-z_]+)`", DOCS.read_text(), re.M))
     assert defined == documented
+
+
+def test_queue_depth_is_read_from_the_broker_at_each_scrape(client, settings, make_user, idle_broker):
+    settings.CHATFORGE_METRICS_TOKEN = "scrape-me"
+    idle_broker.delete(*QUEUES)
+
+    def depth(queue: str) -> float:
+        text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-me").content.decode()
+        found = re.search(rf'^chatforge_queue_depth{{queue="{queue}"}} (\S+)$', text, re.M)
+        return float(found.group(1)) if found else -1.0
+
+    assert depth("llm") == 0.0 and depth("tools") == 0.0
+    user, _ = make_user()
+    for _ in range(3):
+        run_start(user=user, conversation=Conversation.objects.create(user=user), content="hi",
+                  options=RunOptions(model="demo"))
+    assert depth("llm") == 3.0  # no worker listens on the test broker: the first turns wait
