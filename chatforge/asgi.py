@@ -9,6 +9,11 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatforge.settings")
+
+from chatforge.observability.tracing import configure_tracing  # noqa: E402
+
+# Before the application is built: the Django instrumentation adds its middleware.
+configure_tracing("chatforge-web", instrument_django=True)
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402

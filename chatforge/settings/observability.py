@@ -11,3 +11,6 @@ CHATFORGE_METRICS_TOKEN: str = env.str("CHATFORGE_METRICS_TOKEN", default="")
 # from the environment before Django starts, too (observability/worker_setup.py).
 CHATFORGE_WORKER_METRICS_PORT: int = env.int("CHATFORGE_WORKER_METRICS_PORT", default=0)
 CHATFORGE_WORKER_METRICS_ADDR: str = env.str("CHATFORGE_WORKER_METRICS_ADDR", default="0.0.0.0")
+# OpenTelemetry traces over OTLP/HTTP to this collector (e.g.
+# http://otel-collector:4318); empty: no tracing.
+CHATFORGE_OTLP_ENDPOINT: str = env.str("CHATFORGE_OTLP_ENDPOINT", default="")

@@ -20,6 +20,7 @@ from django.utils import timezone
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
+from chatforge.observability.tracing import step_span
 from chatforge.runtime.db_connections import release_connections
 
 from .. import dispatch, events
@@ -395,7 +396,9 @@ def _run_claimed_turn(turn: LlmTurn) -> float:
     # connections (the heartbeat and the cancel checks borrow one briefly).
     release_connections()
     with step_lease(run_id, turn):
-        with cancel_watch.watching(run_id):
+        with cancel_watch.watching(run_id), step_span("llm.call", **{
+                "chatforge.run_id": run_id, "chatforge.iteration": iteration, "chatforge.model": run.model,
+                "chatforge.provider": resolved.kind}):
             calling = time.perf_counter()
             streamed = _call_model(run, turn, resolved, request)
             model_s = time.perf_counter() - calling  # retries and their waits included

@@ -30,6 +30,7 @@ from django.utils import timezone
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
+from chatforge.observability.tracing import step_span
 from tools.executor import ToolResult, execute_tool
 
 from .. import dispatch, events
@@ -202,7 +203,8 @@ def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
         return
     result = _preset_result(inv) or _repeat_result(inv)
     if result is None:
-        with step_lease(run_id, inv):
+        with step_lease(run_id, inv), step_span("tool.call", **{"chatforge.run_id": run_id, "chatforge.tool": inv.name,
+                                                                 "chatforge.tool_call_id": inv.tool_call_id}):
             result = execute_tool(
                 get_registry(),
                 inv.name,
