@@ -3,8 +3,11 @@
 values of its prefork children reach its port.
 
 prometheus-client chooses between in-process and file-backed values when it
-is first imported, so this runs from ``chatforge/celery.py`` before anything
-imports it, and reads the environment directly (no Django settings yet).
+is first imported, and the celery command may import it before our code
+runs (Flower, a celery command plugin, uses it): so this runs from
+``chatforge/celery.py`` before any ChatForge metric exists, reads the
+environment directly (no Django settings yet), and has an already imported
+prometheus-client choose again for the metrics made from then on.
 """
 
 from __future__ import annotations
@@ -38,3 +41,6 @@ def use_fresh_metrics_dir() -> None:
         os.makedirs(directory, exist_ok=True)
     else:
         os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="chatforge-metrics-")
+    values = sys.modules.get("prometheus_client.values")
+    if values is not None:
+        values.ValueClass = values.get_value_class()
