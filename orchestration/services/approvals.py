@@ -153,7 +153,6 @@ def _apply(inv: ToolInvocation, decision: Decision, *, reason: str, by: Abstract
     output = expired_output(inv.name, round(waited)) if expired else declined_output(inv.name, reason)
     result = ToolResult(tool_name=inv.name, status="error", error=output, error_kind="declined")
     record_result(inv, result, from_status=AWAITING)
-    record.tool_recorded(inv.name, result)
     inv.status = ToolInvocation.Status.ERROR
 
 

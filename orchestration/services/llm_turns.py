@@ -263,6 +263,7 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
             return None
         if calls:
             status_of = _initial_status(run)
+            statuses = [status_of(c.name) for c in calls]
             invocations = ToolInvocation.objects.bulk_create(
                 ToolInvocation(
                     run=run,
@@ -272,10 +273,10 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
                     name=c.name,
                     arguments=c.arguments,
                     text_offset=turn_input.prior_text_length + len(result.text),
-                    status=status_of(c.name),
-                    approval_expires_at=approval_deadline(now) if status_of(c.name) == _AWAITING else None,
+                    status=status,
+                    approval_expires_at=approval_deadline(now) if status == _AWAITING else None,
                 )
-                for pos, c in enumerate(calls)
+                for pos, (c, status) in enumerate(zip(calls, statuses, strict=True))
             )
             _emit_tool_call_events(run, invocations)
             announce_requests(run, invocations)

@@ -124,7 +124,8 @@ def record_result(inv: ToolInvocation, result: ToolResult, *, from_status: str =
             finished_at=now,
         )
         if not recorded:
-            return  # a parallel delivery recorded it first
+            return  # a parallel delivery recorded it first (and counted it)
+        record.tool_recorded(inv.name, result)
         counted = _count_off(str(inv.run_id), inv.iteration, now)
         if counted is None:
             return  # the run has ended (or left this round)
@@ -214,5 +215,4 @@ def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
                 on_retry=lambda attempt, error: _record_failed_attempt(run, inv, attempt, error),
             )
     record_result(inv, result)
-    record.tool_recorded(inv.name, result)
     record.step_overhead("tool_call", time.perf_counter() - started - result.execution_time_ms / 1000)
