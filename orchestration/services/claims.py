@@ -34,6 +34,8 @@ from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
 from chatforge.llm.models import LanguageModel, Provider
 from chatforge.llm.routing import RouteRows
 
+from ..worker_identity import current_worker_name
+
 
 @dataclass(frozen=True)
 class ClaimExtras:
@@ -73,6 +75,7 @@ def _claim_values(now) -> dict:
         "deliveries": F("deliveries") + 1,
         "started_at": Coalesce(F("started_at"), now),
         "heartbeat_at": now,
+        "worker": current_worker_name(),
     }
 
 
@@ -179,7 +182,8 @@ def _claim_returning(step_model, key_field: str, key, run_id: str, *, with_messa
         WITH claimed AS (
             UPDATE {step_table} SET
                 "status" = 'running', "deliveries" = "deliveries" + 1,
-                "started_at" = COALESCE("started_at", %(now)s), "heartbeat_at" = %(now)s
+                "started_at" = COALESCE("started_at", %(now)s), "heartbeat_at" = %(now)s,
+                "worker" = %(worker)s
             WHERE "run_id" = %(run)s AND "{key_column}" = %(key)s {unblocked} AND (
                 "status" = 'pending'
                 OR ("status" = 'running' AND ("heartbeat_at" IS NULL OR "heartbeat_at" < %(expired)s)))
@@ -188,7 +192,8 @@ def _claim_returning(step_model, key_field: str, key, run_id: str, *, with_messa
         SELECT {", ".join(selected)} FROM claimed {joins}
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, {"now": now, "expired": expired, "run": run_id, "key": key})
+        cursor.execute(sql, {"now": now, "expired": expired, "run": run_id, "key": key,
+                             "worker": current_worker_name()})
         row = cursor.fetchone()
     if row is None:
         return None

@@ -115,6 +115,9 @@ class LlmTurn(models.Model):
     # Time spent waiting on the provider (the rest of the step is our overhead).
     provider_ms = models.IntegerField(null=True, blank=True)
     deliveries = models.IntegerField(default=0)
+    # The Celery worker node (name@host) of the latest delivery: which host
+    # of the fleet ran the step, for operators and the scale-out test.
+    worker = models.CharField(max_length=255, blank=True)
     # The lease of the delivery running this step, renewed while it runs.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -167,6 +170,9 @@ class ToolInvocation(models.Model):
     error = models.TextField(blank=True)
     attempts = models.IntegerField(default=0)
     deliveries = models.IntegerField(default=0)
+    # The Celery worker node (name@host) of the latest delivery: which host
+    # of the fleet ran the step, for operators and the scale-out test.
+    worker = models.CharField(max_length=255, blank=True)
     # The lease of the delivery running this step, renewed while it runs.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.IntegerField(null=True, blank=True)
