@@ -18,16 +18,19 @@ class ErrorCode(StrEnum):
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     APPROVAL_REQUIRED = "approval_required"
     DECISION_CONFLICT = "decision_conflict"
+    TOKEN_BUDGET_EXHAUSTED = "token_budget_exhausted"
 
 
 class ChatForgeError(Exception):
     code: ErrorCode = ErrorCode.INVALID_REQUEST
     status_code: int = 400
 
-    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.details = details or {}
+        self.headers = headers or {}  # e.g. Retry-After
 
 
 class InvalidRequest(ChatForgeError):
@@ -52,6 +55,13 @@ class RunActive(ChatForgeError):
 
 class TooManyActiveRuns(ChatForgeError):
     code = ErrorCode.TOO_MANY_ACTIVE_RUNS
+    status_code = 429
+
+
+class TokenBudgetExhausted(ChatForgeError):
+    """The user's token budget for the period is used up (admin: user limits)."""
+
+    code = ErrorCode.TOKEN_BUDGET_EXHAUSTED
     status_code = 429
 
 

@@ -8,6 +8,12 @@ heartbeat is cleared, which the stalled-run sweeper takes as "send this
 run's next step again", and its next pass after the broker is back does so
 (steps are idempotent, so a message that did get through twice is harmless).
 
+Fair scheduling (``scheduling/slots.py``): a step is admitted before it is
+sent. A step whose user, assistant or tool is at its cap of running steps
+is parked instead — nothing is sent, no worker is held — and is sent when a
+step of that scope ends (``step_ended``) or the sweeper finds room
+(``send_parked``).
+
 Tasks are sent by name, so the services that decide on a step never import
 the task module (no import cycle between tasks and services).
 """
@@ -17,9 +23,13 @@ from __future__ import annotations
 import logging
 
 from django.db import DatabaseError, transaction
+from django.utils import timezone
 
 from chatforge.celery import app
 from chatforge.conversations.models import Run
+from chatforge.observability import record
+
+from .scheduling.slots import Admitted, StepSlot, call_slot, scheduler, turn_slot
 
 logger = logging.getLogger(__name__)
 
@@ -37,21 +47,88 @@ def _mark_for_redispatch(run_id: str) -> None:
         logger.exception("run %s: could not mark it for re-sending", run_id)
 
 
-def _send_after_commit(run_id: str, task: str, args: list) -> None:
+def _send(run_id: str, task: str, args: list) -> None:
+    try:
+        app.send_task(task, args=args)
+    except Exception as exc:  # kombu OperationalError, redis errors: the broker is unreachable
+        logger.warning("run %s: enqueueing %s failed (%s: %s); the sweeper will send it again",
+                       run_id, task, type(exc).__name__, exc)
+        _mark_for_redispatch(run_id)
+
+
+def _place(run: Run, position: int) -> int:
+    """A step's place in a line: its run's creation time (ms), then its
+    position in its round — older runs' steps go first, so runs under way
+    finish rather than every run starting. An integer below 2**53: exact
+    as a Redis score."""
+    return int(run.created_at.timestamp() * 1000) * 1000 + min(position, 999)
+
+
+def _admit_and_send_after_commit(run: Run, task: str, args: list, slot: StepSlot, *, position: int = 0) -> None:
+    run_id, place = str(run.pk), _place(run, position)
+
     def send() -> None:
         try:
-            app.send_task(task, args=args)
-        except Exception as exc:  # kombu OperationalError, redis errors: the broker is unreachable
-            logger.warning("run %s: enqueueing %s failed (%s: %s); the sweeper will send it again",
+            admitted = scheduler().admit(slot, run_id=run_id, task=task, args=args, place=place)
+        except Exception as exc:  # Redis unreachable: the same as a broker outage
+            logger.warning("run %s: admitting %s failed (%s: %s); the sweeper will send it again",
                            run_id, task, type(exc).__name__, exc)
             _mark_for_redispatch(run_id)
+            return
+        if admitted:
+            _send(run_id, task, args)
+        else:
+            record.step_parked(task)
+            logger.info("run %s: %s waits for a free slot of %s", run_id, task,
+                        ", ".join(scope for scope, _ in slot.scopes))
 
     transaction.on_commit(send)
 
 
-def llm_turn(run_id: str, iteration: int) -> None:
-    _send_after_commit(str(run_id), LLM_TURN, [str(run_id), iteration])
+def llm_turn(run: Run, iteration: int) -> None:
+    run_id = str(run.pk)
+    slot = turn_slot(run_id, iteration, user_id=run.user_id, assistant=run.options.get("assistant", ""))
+    _admit_and_send_after_commit(run, LLM_TURN, [run_id, iteration], slot)
 
 
-def tool_call(run_id: str, tool_call_id: str) -> None:
-    _send_after_commit(str(run_id), TOOL_CALL, [str(run_id), tool_call_id])
+def tool_call(run: Run, tool_call_id: str, tool_name: str, *, position: int = 0) -> None:
+    run_id = str(run.pk)
+    slot = call_slot(run_id, tool_call_id, user_id=run.user_id, assistant=run.options.get("assistant", ""),
+                     tool_name=tool_name)
+    _admit_and_send_after_commit(run, TOOL_CALL, [run_id, tool_call_id], slot, position=position + 1)
+
+
+def _send_admitted(admitted: list[Admitted]) -> None:
+    if not admitted:
+        return
+    # Their runs' stall clock starts now: they waited in line, not stalled,
+    # and the sweeper must not send them a second time.
+    try:
+        Run.objects.filter(pk__in={step.run_id for step in admitted},
+                           status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).update(heartbeat_at=timezone.now())
+    except DatabaseError:
+        logger.warning("could not touch the runs of %d steps leaving the line", len(admitted))
+    for step in admitted:
+        _send(step.run_id, step.task, step.args)
+
+
+def step_ended(step_id: str) -> None:
+    """A step's task is done with it: its slots go back, and the parked
+    steps that now fit are sent. Never fails the step: if Redis cannot be
+    reached the slots' leases lapse and the sweeper's pass sends them."""
+    try:
+        admitted = scheduler().release(step_id)
+        _send_admitted(admitted)
+        record.steps_unparked("step_end", len(admitted))
+    except Exception as exc:
+        logger.warning("giving back the slots of %s failed (%s: %s); their leases will lapse",
+                       step_id, type(exc).__name__, exc)
+
+
+def send_parked() -> int:
+    """The sweeper's pass: send parked steps that fit now (slots whose
+    lease lapsed: their worker died). Returns how many were sent."""
+    admitted = scheduler().wake()
+    _send_admitted(admitted)
+    record.steps_unparked("sweeper", len(admitted))
+    return len(admitted)

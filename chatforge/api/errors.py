@@ -99,7 +99,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response.data = error_body("throttled", message, {"retry_after_s": wait})
         return response
     if isinstance(exc, ChatForgeError):
-        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)
+        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code,
+                        headers=exc.headers or None)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     response = drf_exception_handler(exc, context)

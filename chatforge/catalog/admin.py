@@ -294,6 +294,7 @@ class AssistantAdmin(admin.ModelAdmin):
     readonly_fields = ["created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["name", "description", "model", "max_iterations"]}),
+        ("Scheduling", {"fields": ["max_running_steps"]}),
         ("Prompt", {"fields": ["system_prompt"]}),
         ("Tools", {"fields": ["tools"]}),
         ("Approval", {"fields": ["approval_required_tools", "approval_waived_tools"],

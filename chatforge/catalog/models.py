@@ -79,6 +79,12 @@ class Assistant(models.Model):
     model = models.CharField(max_length=200, blank=True, help_text="Blank: the server's default model.")
     tools = models.JSONField(default=list, blank=True, help_text="Names of the tools it may use (an allow-list).")
     max_iterations = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Blank: the server default.")
+    # Fair scheduling (docs/scheduling.md): enforced across the fleet.
+    max_running_steps = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Model turns and tool calls of this assistant's runs (all users) running at once "
+                  "across the fleet; further steps wait in line without holding a worker. Blank: no cap.",
+    )
     # Overrides of the tools' own requires_approval policy for this
     # assistant's runs (docs/tools.md, "Approval"): ask before these...
     approval_required_tools = models.JSONField(

@@ -66,6 +66,21 @@ STEP_REDELIVERIES = Counter(
 SWEEPER_REDRIVES = Counter(
     "chatforge_sweeper_redrives_total", "Runs whose next step the sweeper sent again, by what it sent.",
     ["action"])
+STEPS_PARKED = Counter(
+    "chatforge_steps_parked_total",
+    "Steps that waited for a free slot (their user, assistant or tool was at its cap of running steps), by step.",
+    ["step"])
+STEPS_UNPARKED = Counter(
+    "chatforge_steps_unparked_total",
+    "Parked steps sent when a slot came free, by who freed it (a step ending, or the sweeper after a lapsed lease).",
+    ["by"])
+QUOTA_REFUSALS = Counter(
+    "chatforge_quota_refusals_total",
+    "Tool calls refused because the user's daily quota of the tool was used up, by tool.", ["tool"])
+TOKEN_BUDGET_REFUSALS = Counter(
+    "chatforge_token_budget_refusals_total",
+    "Messages (where=post) and runs before a model turn (where=turn) refused for a used-up token budget.",
+    ["where"])
 APPROVALS = Counter(
     "chatforge_tool_approvals_total", "Decisions on tool calls that asked for approval (approved, denied, expired).",
     ["outcome"])

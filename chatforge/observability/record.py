@@ -60,6 +60,23 @@ def approval(outcome: str) -> None:
     metrics.APPROVALS.labels(outcome=outcome).inc()
 
 
+def step_parked(task: str) -> None:
+    metrics.STEPS_PARKED.labels(step=task.rpartition(".")[2]).inc()
+
+
+def steps_unparked(by: str, count: int) -> None:
+    if count:
+        metrics.STEPS_UNPARKED.labels(by=by).inc(count)
+
+
+def quota_refused(tool: str) -> None:
+    metrics.QUOTA_REFUSALS.labels(tool=tool).inc()
+
+
+def token_budget_refused(where: str) -> None:
+    metrics.TOKEN_BUDGET_REFUSALS.labels(where=where).inc()
+
+
 def sweeper_redrive(action: str) -> None:
     metrics.SWEEPER_REDRIVES.labels(action=action).inc()
 

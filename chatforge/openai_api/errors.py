@@ -73,4 +73,5 @@ _FIELDS = {"content": "messages"}
 def from_chatforge(exc: ChatForgeError) -> OpenAIError:
     field = exc.details.get("field")
     param = _PARAMS.get(exc.code) or (_FIELDS.get(field, field) if isinstance(field, str) else None)
-    return OpenAIError(exc.message, status=exc.status_code, code=str(exc.code), param=param)
+    return OpenAIError(exc.message, status=exc.status_code, code=str(exc.code), param=param,
+                       headers=exc.headers or None)

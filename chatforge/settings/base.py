@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "chatforge.realtime",
     "chatforge.runtime",
     "chatforge.catalog",
+    "chatforge.scheduling",
     "chatforge.mcp",
     "chatforge.llm",
     "chatforge.openai_api",

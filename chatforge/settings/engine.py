@@ -56,6 +56,13 @@ if CHATFORGE_RUN_STALL_S < 3 * CHATFORGE_HEARTBEAT_S:
 CHATFORGE_MAX_MESSAGE_CHARS: int = env.int("CHATFORGE_MAX_MESSAGE_CHARS", default=100_000)
 # Runs a user may have queued or running at once (429 beyond).
 CHATFORGE_MAX_ACTIVE_RUNS_PER_USER: int = env.int("CHATFORGE_MAX_ACTIVE_RUNS_PER_USER", default=5)
+# Fair scheduling (docs/scheduling.md): model turns and tool calls one user
+# may have running at once across the fleet (0: no cap); the admin's user
+# limits override it per user. Caps of assistants and tools are set in the
+# admin. Admin edits of limits reach every process within
+# CHATFORGE_LIMITS_TTL_S seconds.
+CHATFORGE_USER_MAX_RUNNING_STEPS: int = env.int("CHATFORGE_USER_MAX_RUNNING_STEPS", default=0)
+CHATFORGE_LIMITS_TTL_S: float = env.float("CHATFORGE_LIMITS_TTL_S", default=5.0)
 # Tools one request may name.
 CHATFORGE_MAX_TOOLS_PER_REQUEST: int = env.int("CHATFORGE_MAX_TOOLS_PER_REQUEST", default=64)
 # A tool call that needs approval and gets no decision within this many

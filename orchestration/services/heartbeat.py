@@ -30,6 +30,8 @@ from django.utils import timezone
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.runtime.db_connections import release_connections
 
+from ..scheduling.slots import call_step_id, scheduler, turn_step_id
+
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ class _Step:
     run_id: str
     model: type[LlmTurn] | type[ToolInvocation]
     pk: int
+    slot_id: str  # its name in the scheduler, whose slots are leases too
 
 
 class _Heartbeater:
@@ -93,6 +96,10 @@ def _renew(steps: list[_Step]) -> None:
         if pks:
             model.objects.filter(pk__in=pks, status="running").update(heartbeat_at=now)
     Run.objects.filter(pk__in={s.run_id for s in steps}).update(heartbeat_at=timezone.now())
+    try:
+        scheduler().renew([s.slot_id for s in steps])
+    except Exception as exc:  # Redis away: slots lapse, at worst a cap is briefly exceeded
+        logger.warning("renewing the steps' scheduler slots failed: %s", exc)
 
 
 _heartbeater = _Heartbeater()
@@ -100,4 +107,6 @@ _heartbeater = _Heartbeater()
 
 def step_lease(run_id: str, step: LlmTurn | ToolInvocation) -> AbstractContextManager[None]:
     """Keep ``step``'s lease (and its run's heartbeat) fresh for the block."""
-    return _heartbeater.beating(_Step(run_id=run_id, model=type(step), pk=step.pk))
+    slot_id = (turn_step_id(run_id, step.iteration) if isinstance(step, LlmTurn)
+               else call_step_id(run_id, step.tool_call_id))
+    return _heartbeater.beating(_Step(run_id=run_id, model=type(step), pk=step.pk, slot_id=slot_id))

@@ -29,6 +29,8 @@ from ..providers import ProviderError, ResolvedModel, resolve
 from ..providers.base import ChatProvider, ReasoningDelta, TextDelta, ToolCall, TurnRequest, TurnResult
 from ..providers.retry_policy import policy_for
 from ..providers.sampling import SAMPLING_OPTIONS
+from ..scheduling.slots import turn_step_id
+from ..scheduling.usage import count_tokens, token_budget
 from ..tooling import get_registry
 from .approval_policy import APPROVAL_MODE, APPROVAL_TOOLS, UNATTENDED_DENY
 from .approvals import announce_requests, approval_deadline
@@ -261,6 +263,7 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
         )
         if not recorded:
             return None
+        count_tokens(run.user_id, result.usage)  # against a token budget, if the user has one
         if calls:
             status_of = _initial_status(run)
             statuses = [status_of(c.name) for c in calls]
@@ -283,7 +286,7 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
             server_calls = [inv for inv in invocations if inv.status in (_PENDING, _AWAITING)]
             for inv in server_calls:
                 if inv.status == _PENDING:  # one awaiting approval is enqueued once approved
-                    dispatch.tool_call(str(run.id), inv.tool_call_id)
+                    dispatch.tool_call(run, inv.tool_call_id, inv.name, position=inv.position)
             if server_calls:
                 # The round's fan-in counts down from here (tool_steps.py).
                 Run.objects.filter(pk=run.pk).update(heartbeat_at=now, pending_tool_calls=len(server_calls))
@@ -336,9 +339,12 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
     if turn is None:
         # Completed (re-emit and move on), a live delivery is running it, or
         # it waits behind another run (whose finalize sends it again).
-        done = LlmTurn.objects.select_related("run").filter(run_id=run_id, iteration=iteration, status="completed").first()
+        steps = LlmTurn.objects.select_related("run").filter(run_id=run_id, iteration=iteration)
+        done = steps.filter(status="completed").first()
         if done is not None and not done.run.is_terminal:
             _after_done(done)
+        if not steps.filter(status="running").exists():  # else the live delivery gives its slots back
+            dispatch.step_ended(turn_step_id(run_id, iteration))
         return
     bind_run(turn.run)  # its log lines name the conversation and user too
     record.redelivered("llm_turn", turn.deliveries)
@@ -353,6 +359,8 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
         except DatabaseError:
             logger.warning("run %s turn %s: could not hand the turn back; its lease will expire", run_id, iteration)
         raise
+    finally:
+        dispatch.step_ended(turn_step_id(run_id, iteration))
 
 
 def _run_claimed_turn(turn: LlmTurn) -> float:
@@ -361,6 +369,12 @@ def _run_claimed_turn(turn: LlmTurn) -> float:
     run = turn.run
     run_id, iteration = str(run.id), turn.iteration
     if step_must_stop(run):
+        return 0.0
+    budget = token_budget(run.user_id)
+    if budget is not None and budget.exhausted:
+        record.token_budget_refused("turn")
+        run_finalize(run_id=run_id, outcome=Outcome.FAILED,
+                     error=f"{budget.message()} The run stopped before its next model turn.")
         return 0.0
     if turn.deliveries > settings.CHATFORGE_MAX_STEP_DELIVERIES:
         run_finalize(

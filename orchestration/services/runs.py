@@ -18,7 +18,8 @@ from chatforge.catalog.models import Assistant
 from chatforge.llm.routing import missing_key_message
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
 from chatforge.conversations.selectors import ordered_messages
-from chatforge.errors import IdempotencyKeyReused, InvalidRequest, RunActive, TooManyActiveRuns, UnknownTool
+from chatforge.errors import (IdempotencyKeyReused, InvalidRequest, RunActive, TokenBudgetExhausted,
+                             TooManyActiveRuns, UnknownTool)
 
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
@@ -27,6 +28,7 @@ from .. import dispatch
 from ..providers import DEMO_MODEL
 from ..providers.images import content_parts
 from ..providers.sampling import SAMPLING_OPTIONS
+from ..scheduling.usage import token_budget
 from ..tooling import get_registry
 from .approval_policy import APPROVAL_TOOLS, tools_needing_approval, unattended_tools
 from .finalize import Outcome, run_finalize
@@ -179,6 +181,19 @@ def _active_run_in(conversation: Conversation, user: AbstractBaseUser) -> Run | 
 MAX_IDEMPOTENCY_KEY_CHARS = 255
 
 
+def _check_token_budget(user: AbstractBaseUser) -> None:
+    """A user whose token budget is used up is told so before anything is written."""
+    budget = token_budget(user.pk)
+    if budget is not None and budget.exhausted:
+        record.token_budget_refused("post")
+        raise TokenBudgetExhausted(
+            f"{budget.message()} Nothing was sent to the model; send the message again after that.",
+            details={"budget": budget.budget, "used": budget.used, "period": budget.period,
+                     "retry_after_s": budget.retry_after_s},
+            headers={"Retry-After": str(budget.retry_after_s)},
+        )
+
+
 def check_idempotency_key(key: str | None) -> str:
     """The key as stored ('' for none); refuses keys that cannot be stored."""
     key = (key or "").strip()
@@ -277,6 +292,7 @@ def _run_create(
     missing_key = missing_key_message(model, user_id=user.pk) if model != DEMO_MODEL else None
     if missing_key:
         raise InvalidRequest(missing_key, details={"field": "model"})
+    _check_token_budget(user)
     now = timezone.now()
     title = "" if conversation.title else (content.strip().splitlines() or ["(image)"])[0][:80]
     with transaction.atomic():
@@ -326,7 +342,7 @@ def _run_create(
         bind_run(run)  # the rest of the request's log lines name the run
         logger.info("run accepted", extra={"model": model, "queued_behind": str(active.id) if active else None})
         if active is None:
-            dispatch.llm_turn(str(run.id), 0)
+            dispatch.llm_turn(run, 0)
         elif on_active == OnActive.INTERRUPT:
             transaction.on_commit(lambda: run_request_cancel(run=active))
         # on_active=enqueue: finalize of the active run dispatches this one.

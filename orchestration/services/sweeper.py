@@ -26,6 +26,7 @@ from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.observability import record
 
 from .. import broker_loss, dispatch
+from ..scheduling.slots import call_step_id, scheduler, turn_step_id
 from .approvals import expire_overdue
 from .finalize import Outcome, run_finalize
 from .ledger import lock_run, touch
@@ -52,29 +53,41 @@ def run_redispatch(run_id: str) -> str:
         unfinished = list(
             ToolInvocation.objects.filter(run=run, iteration=run.iteration)
             .exclude(status__in=ToolInvocation.SETTLED)
-            .values_list("tool_call_id", "status", "heartbeat_at")
+            .values_list("tool_call_id", "name", "status", "heartbeat_at")
         )
         turn = LlmTurn.objects.filter(run=run, iteration=run.iteration).first()
         if unfinished:
             # A call awaiting approval is not lost: nothing is meant to run it until it is decided.
-            lost = [call_id for call_id, status, beat in unfinished
+            lost = [(call_id, name) for call_id, name, status, beat in unfinished
                     if status != ToolInvocation.Status.AWAITING_APPROVAL and _lost(status, beat, expired_before)]
             if not lost:
                 return "alive"
+            if all(scheduler().is_parked(call_step_id(run_id, call_id)) for call_id, _ in lost):
+                return _still_parked(run)
             action = "tools"
-            for call_id in lost:
-                dispatch.tool_call(run_id, call_id)
+            for call_id, name in lost:
+                dispatch.tool_call(run, call_id, name)
         elif turn is not None and turn.status == "completed" and not turn.tool_calls:
             transaction.on_commit(lambda: run_finalize(run_id=run_id, outcome=Outcome.COMPLETED))
             action = "finalize"
         elif turn is not None and not _lost(turn.status, turn.heartbeat_at, expired_before):
             return "alive"
+        elif scheduler().is_parked(turn_step_id(run_id, run.iteration)):
+            return _still_parked(run)
         else:
-            dispatch.llm_turn(run_id, run.iteration)
+            dispatch.llm_turn(run, run.iteration)
             action = "llm_turn"
         touch(run)
         run.save(update_fields=["heartbeat_at"])
         return action
+
+
+def _still_parked(run: Run) -> str:
+    """Its next step waits for a free slot (fair scheduling), which is not
+    a stall: looked at again after CHATFORGE_RUN_STALL_S."""
+    touch(run)
+    run.save(update_fields=["heartbeat_at"])
+    return "parked"
 
 
 def sweep_stalled_runs() -> int:
@@ -82,6 +95,10 @@ def sweep_stalled_runs() -> int:
     run when the broker was emptied since the last pass (a Redis restart or
     flush loses every queued message at once; ``broker_loss.py``)."""
     expire_overdue()  # approval requests nobody answered in time are denied first
+    try:
+        dispatch.send_parked()  # slots whose lease lapsed (a dead worker's) go to the next in line
+    except Exception as exc:
+        logger.warning("sending parked steps failed (%s); the next pass tries again", exc)
     emptied = broker_loss.broker_was_emptied()
     active = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).exclude(
         # waiting behind another run (double-texting): not stalled, just waiting
@@ -103,7 +120,7 @@ def sweep_stalled_runs() -> int:
     count = 0
     for run_id in run_ids:
         action = run_redispatch(str(run_id))
-        if action == "alive":
+        if action in ("alive", "parked"):
             continue  # its step's lease is fresh: a live worker is on it
         logger.warning("%s run %s re-enqueued: %s", "active" if emptied else "stalled", run_id, action)
         record.sweeper_redrive(action)

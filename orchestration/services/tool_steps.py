@@ -35,6 +35,8 @@ from tools.executor import ToolResult, execute_tool
 
 from .. import dispatch, events
 from ..tool_context import tool_context_for
+from ..scheduling.slots import call_step_id
+from ..scheduling.usage import take_tool_call
 from ..tooling import get_registry
 from .approval_policy import APPROVAL_MODE, APPROVAL_TOOLS, UNATTENDED_DENY, unattended_output
 from .claims import claim_invocation, extras_of
@@ -149,7 +151,7 @@ def record_result(inv: ToolInvocation, result: ToolResult, *, from_status: str =
             return
         cap = run.options.get("max_iterations", settings.CHATFORGE_MAX_ITERATIONS)
         LlmTurn.objects.create(run_id=run.id, iteration=iteration, offered_tools=iteration < cap)
-        dispatch.llm_turn(str(run.id), iteration)
+        dispatch.llm_turn(run, iteration)
 
 
 # One statement: count the call off, and if it was the round's last (and
@@ -196,13 +198,34 @@ def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
     started = time.perf_counter()
     inv = claim_invocation(run_id, tool_call_id)
     if inv is None:
-        return  # finished already (the fan-in happened with it), or a live delivery runs it
-    bind_run(inv.run)
+        # Finished already (the fan-in happened with it), or a live delivery
+        # runs it (and gives its slots back when it ends).
+        if not ToolInvocation.objects.filter(run_id=run_id, tool_call_id=tool_call_id, status="running").exists():
+            dispatch.step_ended(call_step_id(run_id, tool_call_id))
+        return
+    try:
+        _run_claimed_call(inv, started)
+    finally:
+        dispatch.step_ended(call_step_id(run_id, tool_call_id))
+
+
+def _quota_result(inv: ToolInvocation) -> ToolResult | None:
+    """An error result when the user's daily quota of the tool is used up
+    (counting this call if not); None when the call may run."""
+    refusal = take_tool_call(inv.run.user_id, inv.name)
+    if refusal is None:
+        return None
+    record.quota_refused(inv.name)
+    return _error_result(inv.name, refusal, "quota")
+
+
+def _run_claimed_call(inv: ToolInvocation, started: float) -> None:
+    run_id, run = str(inv.run_id), inv.run
+    bind_run(run)
     record.redelivered("tool_call", inv.deliveries)
-    run = inv.run
     if step_must_stop(run):
         return
-    result = _preset_result(inv) or _repeat_result(inv)
+    result = _preset_result(inv) or _repeat_result(inv) or _quota_result(inv)
     if result is None:
         with step_lease(run_id, inv), step_span("tool.call", **{"chatforge.run_id": run_id, "chatforge.tool": inv.name,
                                                                  "chatforge.tool_call_id": inv.tool_call_id}):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from chatforge.accounts.secrets import user_secret_set
 from chatforge.accounts.tokens import api_token_create
 from chatforge.catalog.models import Assistant, ToolDefinition
 from chatforge.llm.models import LanguageModel, ModelValidation, Provider
+from chatforge.scheduling.models import ToolLimit, UsageCounter, UserLimits
 
 from .crawl import admin_page_urls
 from .factories import make_traced_run, make_user
@@ -43,9 +46,13 @@ def test_every_page_loads_with_data(admin_client, admin_user):
         name="city_weather", description="Weather.", kind="http", url="https://api.example.com/w",
         parameters={"type": "object", "properties": {}},
     )
-    Assistant.objects.create(name="mathbot", tools=["calculator"], max_iterations=3)
+    Assistant.objects.create(name="mathbot", tools=["calculator"], max_iterations=3, max_running_steps=4)
+    limits = UserLimits.objects.create(user=user, max_running_steps=2, token_budget=10_000)
+    ToolLimit.objects.create(tool_name="calculator", max_concurrency=3, daily_quota_per_user=100)
+    UsageCounter.objects.create(user=user, kind="tool:calculator", day=datetime.date.today(), used=7)
 
     urls = _load_all(admin_client, admin_user)
+    assert f"/admin/scheduling/userlimits/{limits.pk}/change/" in urls
 
     assert f"/admin/conversations/run/{run.pk}/change/" in urls
     assert f"/admin/conversations/conversation/{run.conversation_id}/change/" in urls

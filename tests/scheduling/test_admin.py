@@ -1,0 +1,35 @@
+"""Limits are set in the admin: a tool limit must name a real tool, and an
+edit takes effect for the next step dispatched once the cache is renewed."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatforge.scheduling.models import ToolLimit, UserLimits
+from orchestration.scheduling.limits import current_limits, forget_cached_limits
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_tool_limit_must_name_a_known_tool(admin_client):
+    response = admin_client.post("/admin/scheduling/toollimit/add/",
+                                 {"tool_name": "no_such_tool", "max_concurrency": "2"})
+    assert response.status_code == 200
+    assert "No tool is called &#x27;no_such_tool&#x27;" in response.content.decode()
+    assert not ToolLimit.objects.exists()
+    response = admin_client.post("/admin/scheduling/toollimit/add/",
+                                 {"tool_name": "calculator", "max_concurrency": "2", "daily_quota_per_user": "50"})
+    assert response.status_code == 302
+    assert ToolLimit.objects.get(tool_name="calculator").daily_quota_per_user == 50
+
+
+def test_user_limits_from_the_admin_reach_the_engine(admin_client, django_user_model, settings):
+    settings.CHATFORGE_USER_MAX_RUNNING_STEPS = 8
+    user = django_user_model.objects.create_user(username="heavy", password="pw")
+    forget_cached_limits()
+    assert current_limits().user_running_cap(user.pk) == 8  # the server default
+    response = admin_client.post("/admin/scheduling/userlimits/add/", {
+        "user": user.pk, "max_running_steps": "2", "token_budget": "", "token_budget_period": "day"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert UserLimits.objects.get(user=user).max_running_steps == 2
+    assert current_limits(fresh=True).user_running_cap(user.pk) == 2
