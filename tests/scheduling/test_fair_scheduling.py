@@ -189,13 +189,19 @@ def test_a_used_up_token_budget_refuses_new_messages_and_stops_runs_before_a_tur
     assert not conversation.messages.exists()  # nothing stored
 
 
-def test_the_sweeper_leaves_parked_steps_in_line_and_hands_on_a_dead_workers_slot(engine, settings, make_user):
+def _held_and_parked(settings, make_user) -> tuple[Run, Run]:
+    """Two runs of a user capped at one running step, with fast leases: the
+    first holds the slot, the second waits in line."""
     settings.CHATFORGE_HEARTBEAT_S = 0.1
     settings.CHATFORGE_RUN_STALL_S = 0.5
     user, _ = make_user()
     UserLimits.objects.create(user=user, max_running_steps=1)
     forget_cached_limits()
-    held, parked = start(user), start(user)
+    return start(user), start(user)
+
+
+def test_the_sweeper_leaves_parked_steps_in_line_and_hands_on_a_dead_workers_slot(engine, settings, make_user):
+    held, parked = _held_and_parked(settings, make_user)
     assert turns(engine) == [str(held.id)]
     drain(engine)
     # The worker that got ``held`` died without a trace: its slot's lease
@@ -210,12 +216,7 @@ def test_the_sweeper_leaves_parked_steps_in_line_and_hands_on_a_dead_workers_slo
 
 
 def test_a_parked_run_is_not_taken_for_stalled(engine, settings, make_user):
-    settings.CHATFORGE_HEARTBEAT_S = 0.1
-    settings.CHATFORGE_RUN_STALL_S = 0.5
-    user, _ = make_user()
-    UserLimits.objects.create(user=user, max_running_steps=1)
-    forget_cached_limits()
-    held, parked = start(user), start(user)
+    held, parked = _held_and_parked(settings, make_user)
     drain(engine)
     time.sleep(0.3)
     from orchestration.scheduling.slots import scheduler

@@ -6,6 +6,11 @@ never do that to the machine's shared services, so each starts its own:
 and run with ``pg_ctl``, both under a temporary directory that is removed
 afterwards. Postgres refuses to run as root, so when the tests run as root
 the cluster is created and run as the ``postgres`` system user.
+
+Both listen on 127.0.0.1 unless told otherwise: a multi-host test gives them
+the address of its database host, a ``command_prefix`` that runs them on that
+host (``ip netns exec <namespace>``, tests/support/netns.py) and, for
+Postgres, the network its clients connect from.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,15 +43,18 @@ def _wait(predicate, *, timeout: float, what: str) -> None:
 
 
 class PrivateRedis:
-    """A ``redis-server`` of our own (no persistence) on a free port."""
+    """A ``redis-server`` of our own (no persistence) on a free port, on
+    ``host`` (started with ``command_prefix`` before its command)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, host: str = "127.0.0.1", command_prefix: Sequence[str] = ()) -> None:
         self.port = free_port()
+        self.host = host
+        self.command_prefix = list(command_prefix)
         self.dir = Path(tempfile.mkdtemp(prefix="chatforge-redis-"))
         self.popen: subprocess.Popen | None = None
 
     def url(self, db: int = 0) -> str:
-        return f"redis://127.0.0.1:{self.port}/{db}"
+        return f"redis://{self.host}:{self.port}/{db}"
 
     def client(self, db: int = 0) -> redis.Redis:
         return redis.Redis.from_url(self.url(db), socket_timeout=5)
@@ -60,9 +68,11 @@ class PrivateRedis:
     def start(self) -> PrivateRedis:
         """Start (again, on the same port) with an empty dataset."""
         log = open(self.dir / "redis.log", "a")  # noqa: SIM115 - the server owns it
+        # Off the loopback, clients from other hosts must be let in.
+        remote = [] if self.host == "127.0.0.1" else ["--protected-mode", "no"]
         self.popen = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-             "--appendonly", "no", "--dir", str(self.dir)],
+            [*self.command_prefix, "redis-server", "--bind", self.host, "--port", str(self.port), "--save", "",
+             "--appendonly", "no", "--dir", str(self.dir), *remote],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         _wait(self._up, timeout=20, what=f"redis-server on port {self.port}")
@@ -87,10 +97,19 @@ def _pg_bin(name: str) -> str:
 
 
 class PrivatePostgres:
-    """A Postgres cluster of our own on a free port, under a temporary directory."""
+    """A Postgres cluster of our own on a free port, under a temporary directory.
 
-    def __init__(self, *, max_connections: int = 100) -> None:
+    ``host``: the address it listens on; ``trust_network``: a CIDR whose
+    clients are let in without a password (besides the loopback's);
+    ``command_prefix``: put before every server command (``initdb``,
+    ``pg_ctl``), e.g. to run the cluster in a network namespace."""
+
+    def __init__(self, *, max_connections: int = 100, host: str = "127.0.0.1", trust_network: str | None = None,
+                 command_prefix: Sequence[str] = ()) -> None:
         self.port = free_port()
+        self.host = host
+        self.trust_network = trust_network
+        self.command_prefix = list(command_prefix)
         self.dir = Path(tempfile.mkdtemp(prefix="chatforge-pg-"))
         self.data = self.dir / "data"
         self.max_connections = max_connections
@@ -100,12 +119,13 @@ class PrivatePostgres:
             os.chown(self.dir, user.pw_uid, user.pw_gid)
 
     def url(self, db: str = "postgres", user: str = "postgres") -> str:
-        return f"postgres://{user}@127.0.0.1:{self.port}/{db}"
+        return f"postgres://{user}@{self.host}:{self.port}/{db}"
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         command = list(args)
         if self._as_postgres:
             command = ["runuser", "-u", "postgres", "--", *command]
+        command = [*self.command_prefix, *command]
         return subprocess.run(command, check=check, capture_output=True, text=True, timeout=120)
 
     def _up(self) -> bool:
@@ -121,10 +141,13 @@ class PrivatePostgres:
                   "--no-sync", "-E", "UTF8")
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write(
-                f"\nport = {self.port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{self.dir}'\n"
+                f"\nport = {self.port}\nlisten_addresses = '{self.host}'\nunix_socket_directories = '{self.dir}'\n"
                 f"max_connections = {self.max_connections}\nfsync = off\nsynchronous_commit = off\n"
                 "full_page_writes = off\n"
             )
+        if self.trust_network:
+            with open(self.data / "pg_hba.conf", "a") as hba:
+                hba.write(f"\nhost all all {self.trust_network} trust\n")
         return self
 
     def start(self) -> PrivatePostgres:

@@ -1,7 +1,8 @@
 """Real ChatForge processes for integration tests and benchmarks: Celery
 workers (an LLM worker on gevent, a tools worker on prefork, as in
 production) and a uvicorn ASGI server, each a subprocess with its own
-environment, started and stopped cleanly."""
+environment, started and stopped cleanly. A ``prefix`` runs a process on
+another host (``ip netns exec <namespace>``, tests/support/netns.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,11 +56,12 @@ class Process:
             self.popen.wait(5)
 
 
-def start_process(name: str, args: list[str], env: dict[str, str], log_dir: Path) -> Process:
+def start_process(name: str, args: list[str], env: dict[str, str], log_dir: Path,
+                  prefix: Sequence[str] = ()) -> Process:
     log_path = log_dir / f"{name}.log"
     log_file = open(log_path, "w")  # noqa: SIM115 - the child owns it
     popen = subprocess.Popen(
-        args, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+        [*prefix, *args], cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
     )
     return Process(name, popen, log_path)
 
@@ -76,33 +78,36 @@ def wait_for(predicate, *, timeout: float, what: str, process: Process | None = 
     raise TimeoutError(f"timed out after {timeout}s waiting for {what}\n{tail}")
 
 
-def start_worker(name: str, *, queues: str, pool: str, concurrency: int, env: dict[str, str], log_dir: Path) -> Process:
+def start_worker(name: str, *, queues: str, pool: str, concurrency: int, env: dict[str, str], log_dir: Path,
+                 node: str | None = None, prefix: Sequence[str] = ()) -> Process:
+    """``node``: the Celery node name (``-n``), ``{name}@%h`` by default."""
     args = [
         sys.executable, "-m", "celery", "-A", "chatforge", "worker",
-        "-Q", queues, "-P", pool, "-c", str(concurrency), "-n", f"{name}@%h",
+        "-Q", queues, "-P", pool, "-c", str(concurrency), "-n", node or f"{name}@%h",
         # -E as deployed (Procfile, compose, Kubernetes): task events for Flower.
         "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", "-E",
     ]
-    proc = start_process(name, args, env, log_dir)
+    proc = start_process(name, args, env, log_dir, prefix)
     wait_for(lambda: " ready." in proc.log(), timeout=60, what=f"worker {name}", process=proc)
     return proc
 
 
-def start_beat(*, env: dict[str, str], log_dir: Path) -> Process:
+def start_beat(*, env: dict[str, str], log_dir: Path, prefix: Sequence[str] = ()) -> Process:
     args = [sys.executable, "-m", "celery", "-A", "chatforge", "beat", "-l", "INFO",
             "-s", str(log_dir / "beat-schedule")]
-    proc = start_process("beat", args, env, log_dir)
+    proc = start_process("beat", args, env, log_dir, prefix)
     wait_for(lambda: "beat: Starting" in proc.log(), timeout=60, what="celery beat", process=proc)
     return proc
 
 
-def start_server(*, port: int, env: dict[str, str], log_dir: Path, name: str = "server", workers: int = 1) -> Process:
-    args = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
-    proc = start_process(name, args, env, log_dir)
+def start_server(*, port: int, env: dict[str, str], log_dir: Path, name: str = "server", workers: int = 1,
+                 host: str = "127.0.0.1", prefix: Sequence[str] = ()) -> Process:
+    args = [sys.executable, "manage.py", "serve", "--host", host, "--port", str(port), "--workers", str(workers)]
+    proc = start_process(name, args, env, log_dir, prefix)
 
     def healthy() -> bool:
         try:
-            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+            return httpx.get(f"http://{host}:{port}/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 
