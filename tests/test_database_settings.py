@@ -68,3 +68,16 @@ def test_embedded_mode_has_no_pool():
     db = database_settings()
     assert db["ENGINE"] == "django.db.backends.sqlite3"
     assert "pool" not in db["OPTIONS"]
+
+
+def test_sessions_of_a_vanished_host_are_ended_by_postgres():
+    """Per-session timeouts and keepalives (a host cut off mid-transaction
+    would hold its row locks for hours): on with and without the pool."""
+    for pool in ("true", "false"):
+        options = database_settings(**DISTRIBUTED, DATABASE_POOL=pool)["OPTIONS"]
+        assert "-c idle_in_transaction_session_timeout=60000" in options["options"]
+        assert "-c tcp_user_timeout=30000" in options["options"] and "-c tcp_keepalives_idle=10" in options["options"]
+        assert (options["keepalives"], options["keepalives_idle"], options["tcp_user_timeout"]) == (1, 10, 30000)
+    options = database_settings(**DISTRIBUTED, DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_S="0",
+                                DATABASE_DEAD_PEER_TIMEOUT_S="0")["OPTIONS"]
+    assert "options" not in options and "keepalives" not in options  # left to the server and the system

@@ -103,3 +103,33 @@ else:
                 conn_health_checks=env.bool("DATABASE_CONN_HEALTH_CHECKS", default=False),
             )
         }
+
+    # A host that vanishes mid-transaction (its link cut, its machine gone)
+    # sends no COMMIT and no FIN: without these, Postgres keeps its session
+    # "idle in transaction", holding the rows it locked (a step's row, its
+    # run's row), until TCP keepalive gives up two hours later, and that run
+    # never ends (seen in the multi-host test: tests/integration/
+    # test_multihost_netns.py). Set per session, so no server configuration
+    # is needed: Postgres ends a session idle in a transaction after
+    # DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_S (ChatForge's transactions are
+    # a few statements long and never wait on the network), and notices a
+    # dead peer through keepalives and TCP_USER_TIMEOUT within about
+    # DATABASE_DEAD_PEER_TIMEOUT_S; libpq's own keepalives do the same for
+    # our side of the connection. 0 leaves a setting to the server.
+    DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_S: float = env.float("DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_S", default=60.0)
+    DATABASE_DEAD_PEER_TIMEOUT_S: int = env.int("DATABASE_DEAD_PEER_TIMEOUT_S", default=30)
+    _session: list[str] = []
+    if DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_S > 0:
+        _session.append(f"-c idle_in_transaction_session_timeout={int(DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_S * 1000)}")
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    if DATABASE_DEAD_PEER_TIMEOUT_S > 0:
+        # Probes start after a third of the timeout, then every sixth: three
+        # unanswered probes end the connection; TCP_USER_TIMEOUT bounds
+        # unacknowledged data (a reply the dead peer never takes) the same way.
+        _idle, _interval = max(1, DATABASE_DEAD_PEER_TIMEOUT_S // 3), max(1, DATABASE_DEAD_PEER_TIMEOUT_S // 6)
+        _session += [f"-c tcp_keepalives_idle={_idle}", f"-c tcp_keepalives_interval={_interval}",
+                     "-c tcp_keepalives_count=3", f"-c tcp_user_timeout={DATABASE_DEAD_PEER_TIMEOUT_S * 1000}"]
+        _options.update(keepalives=1, keepalives_idle=_idle, keepalives_interval=_interval, keepalives_count=3,
+                        tcp_user_timeout=DATABASE_DEAD_PEER_TIMEOUT_S * 1000)
+    if _session:
+        _options["options"] = " ".join(filter(None, [_options.get("options", ""), *_session]))
