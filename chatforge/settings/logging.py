@@ -25,6 +25,18 @@ CHATFORGE_LOG_FORMAT: str = env.str("CHATFORGE_LOG_FORMAT", default="text" if EM
 if CHATFORGE_LOG_FORMAT not in ("json", "text"):
     raise ImproperlyConfigured(f"CHATFORGE_LOG_FORMAT must be 'json' or 'text', not {CHATFORGE_LOG_FORMAT!r}")
 
+def _access_fields(logger, method_name: str, event_dict: dict) -> dict:
+    """uvicorn's access lines as fields (client, method, path, status), not
+    only as text: its record's arguments, already redacted by the handler's
+    filter, become keys a log query can select on."""
+    args = event_dict.pop("positional_args", None)  # a foreign record's (pass_foreign_args)
+    record = event_dict.get("_record")
+    if record is not None and record.name == "uvicorn.access" and isinstance(args, tuple) and len(args) == 5:
+        client, method, path, _, status = args
+        event_dict.update(client=client, method=method, path=path, status=status)
+    return event_dict
+
+
 # What every record gets before it is rendered.
 _SHARED = [
     structlog.contextvars.merge_contextvars,
@@ -33,6 +45,7 @@ _SHARED = [
     structlog.stdlib.ExtraAdder(),
     structlog.processors.TimeStamper(fmt="iso", utc=True),
     structlog.processors.CallsiteParameterAdder([structlog.processors.CallsiteParameter.PROCESS]),
+    _access_fields,
 ]
 _RENDERER = (
     structlog.processors.JSONRenderer()
@@ -47,6 +60,7 @@ LOGGING = with_redaction({
         "structured": {
             "()": structlog.stdlib.ProcessorFormatter,
             "foreign_pre_chain": _SHARED,
+            "pass_foreign_args": True,  # for _access_fields
             "processors": [
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                 structlog.processors.format_exc_info,
@@ -63,3 +77,13 @@ LOGGING = with_redaction({
         "openai": {"level": "WARNING"},
     },
 })
+
+
+def uvicorn_log_config() -> dict:
+    """uvicorn's loggers (server, errors, access lines) through the same
+    structured handler as everything else (``serve`` hands this to uvicorn,
+    which applies it in each web process): JSON lines in distributed mode,
+    credentials redacted."""
+    own = {name: {"handlers": [], "level": LOG_LEVEL, "propagate": True}
+           for name in ("uvicorn", "uvicorn.error", "uvicorn.access")}
+    return {**LOGGING, "loggers": {**LOGGING["loggers"], **own}}

@@ -43,6 +43,12 @@ def test_one_run_id_finds_the_run_on_every_process(stack, fake_llm, make_user):
     assert tool_line["tool_call_id"] == call_id and tool_line["task"] == "chatforge.tool_call"
     assert tool_line["task_id"] and tool_line["user_id"] == user.id and tool_line["level"] == "info"
     assert any(r["task"] == "chatforge.llm_turn" and r["task_id"] for r in by_process["llm"])
+    # uvicorn's access lines are records too, with their parts as fields.
+    server_log = stack.process("server").log()
+    access = [r for r in json_lines(server_log) if r.get("logger") == "uvicorn.access"]
+    assert any(r["method"] == "POST" and r["path"].endswith("/messages/") and r["status"] == 202
+               for r in access), access[-5:]
+    assert not [line for line in server_log.splitlines() if line.startswith(("INFO:", "WARNING:", "ERROR:"))]
     # Every record of these processes is JSON with a level and a timestamp.
     for name in ("server", "llm", "tools"):
         assert all("level" in r and "timestamp" in r for r in json_lines(stack.process(name).log()))

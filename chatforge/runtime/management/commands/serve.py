@@ -21,9 +21,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int, workers: int, **options) -> None:
         import uvicorn
-        from uvicorn.config import LOGGING_CONFIG
 
-        from chatforge.runtime.log_redaction import with_redaction
+        from chatforge.settings.logging import uvicorn_log_config
 
         if settings.EMBEDDED and workers != 1:
             self.stderr.write("Embedded mode runs one process; ignoring --workers.")
@@ -44,8 +43,9 @@ class Command(BaseCommand):
             workers=workers,
             lifespan="off",
             log_level=settings.LOG_LEVEL.lower(),
-            # uvicorn's own logging, with API tokens and keys removed from the
+            # uvicorn's own lines through ChatForge's handler: structured (JSON
+            # in distributed mode), with API tokens and keys removed from the
             # paths it logs (a websocket's ?token= landed in every log line).
-            log_config=with_redaction(LOGGING_CONFIG),
+            log_config=uvicorn_log_config(),
             ws="websockets-sansio",
         )
