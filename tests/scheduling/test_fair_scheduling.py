@@ -5,6 +5,7 @@ parked steps in line but hands on a dead worker's slot."""
 
 from __future__ import annotations
 
+import datetime
 import time
 
 import pytest
@@ -227,3 +228,20 @@ def test_a_parked_run_is_not_taken_for_stalled(engine, settings, make_user):
     from orchestration.services.sweeper import run_redispatch
     assert run_redispatch(str(parked.id)) == "parked"
     assert turns(engine) == []
+
+
+def test_v1_answers_a_used_up_token_budget_in_openais_shape(engine, make_user):
+    from chatforge.scheduling.models import UsageCounter as Counter
+
+    user, token = make_user()
+    UserLimits.objects.create(user=user, token_budget=100)
+    forget_cached_limits()
+    Counter.objects.create(user=user, kind="tokens", day=datetime.datetime.now(datetime.UTC).date(), used=100)
+    response = APIClient().post("/v1/chat/completions", {"model": "answer", "messages": [{"role": "user", "content": "hi"}]},
+                                format="json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 429
+    error = response.json()["error"]
+    assert error["code"] == "token_budget_exhausted" and error["type"] == "rate_limit_exceeded"
+    assert "token budget of 100 tokens per day is used up (100 used)" in error["message"]
+    assert 0 < int(response["Retry-After"]) <= 86400
+    assert not Run.objects.filter(user=user).exists()
