@@ -29,6 +29,7 @@ from chatforge.celery import app
 from chatforge.conversations.models import Run
 from chatforge.observability import record
 
+from .scheduling.limits import current_limits
 from .scheduling.slots import Admitted, StepSlot, call_slot, scheduler, turn_slot
 
 logger = logging.getLogger(__name__)
@@ -116,6 +117,8 @@ def step_ended(step_id: str) -> None:
     """A step's task is done with it: its slots go back, and the parked
     steps that now fit are sent. Never fails the step: if Redis cannot be
     reached the slots' leases lapse and the sweeper's pass sends them."""
+    if not current_limits().caps_running_steps:
+        return  # no caps: no step holds a slot (parked ones are sent by the sweeper's pass)
     try:
         admitted = scheduler().release(step_id)
         _send_admitted(admitted)

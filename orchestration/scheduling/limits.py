@@ -45,6 +45,15 @@ class Limits:
     def tool(self, name: str) -> ToolLimitValues:
         return self.tools.get(name, _NO_TOOL_LIMIT)
 
+    @property
+    def caps_running_steps(self) -> bool:
+        """Whether any cap on running steps is set: when none is, steps
+        skip the scheduler altogether (no Redis round trip per step)."""
+        return (settings.CHATFORGE_USER_MAX_RUNNING_STEPS > 0
+                or any(u.max_running_steps for u in self.users.values())
+                or any(cap > 0 for cap in self.assistants.values())
+                or any(t.max_concurrency for t in self.tools.values()))
+
 
 _NO_USER_LIMIT = UserLimit()
 _NO_TOOL_LIMIT = ToolLimitValues()

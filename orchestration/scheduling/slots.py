@@ -68,14 +68,29 @@ class Admitted:
     args: list
 
 
-def _scopes(user_id: int, assistant: str, tool_name: str | None) -> tuple[tuple[str, int], ...]:
+def cap_of(scope: str) -> int:
+    """The cap in force for a scope ("user:<id>", "assistant:<name>",
+    "tool:<name>"); 0: none."""
+    kind, _, name = scope.partition(":")
     limits = current_limits()
-    scopes = [(f"user:{user_id}", limits.user_running_cap(user_id))]
+    if kind == "user":
+        return limits.user_running_cap(int(name))
+    if kind == "assistant":
+        return limits.assistants.get(name, 0)
+    if kind == "tool":
+        return limits.tool(name).max_concurrency or 0
+    return 0
+
+
+def _scopes(user_id: int, assistant: str, tool_name: str | None) -> tuple[tuple[str, int], ...]:
+    if not current_limits().caps_running_steps:
+        return ()
+    names = [f"user:{user_id}"]
     if assistant:
-        scopes.append((f"assistant:{assistant}", limits.assistants.get(assistant, 0)))
+        names.append(f"assistant:{assistant}")
     if tool_name is not None:
-        scopes.append((f"tool:{tool_name}", limits.tool(tool_name).max_concurrency or 0))
-    return tuple((scope, cap) for scope, cap in scopes if cap and cap > 0)
+        names.append(f"tool:{tool_name}")
+    return tuple((scope, cap) for scope in names if (cap := cap_of(scope)) > 0)
 
 
 def turn_step_id(run_id: str, iteration: int) -> str:
@@ -187,10 +202,13 @@ for _, scope in ipairs(scopes) do handoff(scope, admitted) end
 return admitted
 """
 
-# ARGV: prefix, now, lease. The hand-off for every scope with a line.
+# ARGV: prefix, now, lease, then scope, cap pairs: the caps in force now for
+# the scopes with a line (an admin may have raised or removed one), then the
+# hand-off for each of them.
 _WAKE = _COMMON + """
 local admitted = {}
-for _, scope in ipairs(redis.call('SMEMBERS', prefix .. 'lines')) do handoff(scope, admitted) end
+for i = 4, #ARGV, 2 do redis.call('HSET', prefix .. 'cap', ARGV[i], ARGV[i + 1]) end
+for i = 4, #ARGV, 2 do handoff(ARGV[i], admitted) end
 return admitted
 """
 
@@ -241,8 +259,14 @@ class RedisSlots:
         return _decoded(self._release(args=[*self._head(), step_id]))
 
     def wake(self) -> list[Admitted]:
-        """The hand-off for every scope with a line (slots whose lease lapsed)."""
-        return _decoded(self._wake(args=self._head()))
+        """The hand-off for every scope with a line, under the caps in force
+        now: slots whose lease lapsed (a dead worker's) and caps an admin
+        raised or removed let parked steps go."""
+        scopes = [raw.decode() for raw in self._client.smembers(PREFIX + "lines")]
+        if not scopes:
+            return []
+        pairs = [item for scope in scopes for item in (scope, cap_of(scope))]
+        return _decoded(self._wake(args=[*self._head(), *pairs]))
 
     def renew(self, step_ids: list[str]) -> None:
         if step_ids:

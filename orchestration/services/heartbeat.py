@@ -30,6 +30,7 @@ from django.utils import timezone
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.runtime.db_connections import release_connections
 
+from ..scheduling.limits import current_limits
 from ..scheduling.slots import call_step_id, scheduler, turn_step_id
 
 
@@ -96,6 +97,8 @@ def _renew(steps: list[_Step]) -> None:
         if pks:
             model.objects.filter(pk__in=pks, status="running").update(heartbeat_at=now)
     Run.objects.filter(pk__in={s.run_id for s in steps}).update(heartbeat_at=timezone.now())
+    if not current_limits().caps_running_steps:
+        return
     try:
         scheduler().renew([s.slot_id for s in steps])
     except Exception as exc:  # Redis away: slots lapse, at worst a cap is briefly exceeded

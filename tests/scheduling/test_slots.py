@@ -12,7 +12,13 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 
+from chatforge.catalog.models import Assistant
+from orchestration.scheduling.limits import forget_cached_limits
 from orchestration.scheduling.slots import PREFIX, RedisSlots, StepSlot
+
+# The sweeper's hand-off (``wake``) reads the caps in force from the admin's
+# tables and settings: every user is capped at 1 here unless a test says otherwise.
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
@@ -22,7 +28,10 @@ def slots(settings) -> RedisSlots:
         client.delete(key)
     settings.CHATFORGE_HEARTBEAT_S = 0.1
     settings.CHATFORGE_RUN_STALL_S = 0.5  # slot leases lapse after this
-    return RedisSlots(client)
+    settings.CHATFORGE_USER_MAX_RUNNING_STEPS = 1
+    forget_cached_limits()
+    yield RedisSlots(client)
+    forget_cached_limits()
 
 
 def step(name: str, *scopes: tuple[str, int]) -> StepSlot:
@@ -106,9 +115,22 @@ def test_renewal_keeps_a_running_steps_slot(slots):
     assert slots.running("user:1") == 1  # "next" got it
 
 
-def test_a_raised_cap_admits_more_at_the_next_hand_off(slots):
+def test_a_raised_cap_admits_more_at_the_sweepers_hand_off(slots):
     assert admit(slots, step("a", ("assistant:x", 1)))
     assert not admit(slots, step("b", ("assistant:x", 1)))
     assert not admit(slots, step("c", ("assistant:x", 1)))
-    assert admit(slots, step("d", ("assistant:x", 3)))  # an admin raised the cap to 3
-    assert [h.args[0] for h in slots.wake()] == ["b"]  # a, d and b now run
+    assert not admit(slots, step("d", ("assistant:x", 1)))
+    Assistant.objects.create(name="x", max_running_steps=3)  # an admin raises the cap to 3
+    forget_cached_limits()
+    assert [h.args[0] for h in slots.wake()] == ["b", "c"]  # a, b and c now run
+    assert slots.running("assistant:x") == 3 and slots.parked("assistant:x") == 1
+
+
+def test_a_removed_cap_lets_every_parked_step_go(slots, settings):
+    assert admit(slots, step("a", ("user:1", 1)))
+    assert not admit(slots, step("b", ("user:1", 1)))
+    assert not admit(slots, step("c", ("user:1", 1)))
+    settings.CHATFORGE_USER_MAX_RUNNING_STEPS = 0  # no cap any more
+    forget_cached_limits()
+    assert sorted(h.args[0] for h in slots.wake()) == ["b", "c"]
+    assert slots.parked("user:1") == 0
