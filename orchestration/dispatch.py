@@ -21,6 +21,7 @@ the task module (no import cycle between tasks and services).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from django.db import DatabaseError, transaction
 from django.utils import timezone
@@ -113,12 +114,16 @@ def _send_admitted(admitted: list[Admitted]) -> None:
         _send(step.run_id, step.task, step.args)
 
 
-def step_ended(step_id: str) -> None:
+def step_ended(step_id: str, *, unless: Callable[[], bool] | None = None) -> None:
     """A step's task is done with it: its slots go back, and the parked
-    steps that now fit are sent. Never fails the step: if Redis cannot be
-    reached the slots' leases lapse and the sweeper's pass sends them."""
+    steps that now fit are sent. ``unless``: asked (only when caps are set)
+    whether another delivery still runs the step, which then keeps them.
+    Never fails the step: if Redis cannot be reached the slots' leases lapse
+    and the sweeper's pass sends what waits."""
     if not current_limits().caps_running_steps:
         return  # no caps: no step holds a slot (parked ones are sent by the sweeper's pass)
+    if unless is not None and unless():
+        return
     try:
         admitted = scheduler().release(step_id)
         _send_admitted(admitted)

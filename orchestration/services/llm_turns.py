@@ -343,8 +343,7 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
         done = steps.filter(status="completed").first()
         if done is not None and not done.run.is_terminal:
             _after_done(done)
-        if not steps.filter(status="running").exists():  # else the live delivery gives its slots back
-            dispatch.step_ended(turn_step_id(run_id, iteration))
+        dispatch.step_ended(turn_step_id(run_id, iteration), unless=steps.filter(status="running").exists)
         return
     bind_run(turn.run)  # its log lines name the conversation and user too
     record.redelivered("llm_turn", turn.deliveries)

@@ -200,8 +200,8 @@ def tool_call_execute(*, run_id: str, tool_call_id: str) -> None:
     if inv is None:
         # Finished already (the fan-in happened with it), or a live delivery
         # runs it (and gives its slots back when it ends).
-        if not ToolInvocation.objects.filter(run_id=run_id, tool_call_id=tool_call_id, status="running").exists():
-            dispatch.step_ended(call_step_id(run_id, tool_call_id))
+        running = ToolInvocation.objects.filter(run_id=run_id, tool_call_id=tool_call_id, status="running")
+        dispatch.step_ended(call_step_id(run_id, tool_call_id), unless=running.exists)
         return
     try:
         _run_claimed_call(inv, started)

@@ -245,3 +245,24 @@ def test_v1_answers_a_used_up_token_budget_in_openais_shape(engine, make_user):
     assert "token budget of 100 tokens per day is used up (100 used)" in error["message"]
     assert 0 < int(response["Retry-After"]) <= 86400
     assert not Run.objects.filter(user=user).exists()
+
+
+def test_a_duplicate_delivery_leaves_the_live_deliverys_slot_alone(engine, make_user):
+    from django.utils import timezone
+
+    from chatforge.conversations.models import LlmTurn
+
+    user, _ = make_user()
+    UserLimits.objects.create(user=user, max_running_steps=1)
+    forget_cached_limits()
+    live, waiting = start(user), start(user)
+    drain(engine)
+    # Another worker runs ``live``'s turn right now (fresh lease): this
+    # delivery's claim finds it taken and must not give that worker's slot away.
+    LlmTurn.objects.filter(run=live, iteration=0).update(status="running", deliveries=1, heartbeat_at=timezone.now())
+    tasks.llm_turn(str(live.id), 0)
+    assert turns(engine) == []
+    # Once the step is no longer running, a stray delivery gives the slot back.
+    LlmTurn.objects.filter(run=live, iteration=0).update(status="completed")
+    tasks.llm_turn(str(live.id), 0)
+    assert turns(engine) == [str(waiting.id)]
