@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from chatforge.conversations.models import Conversation, ToolInvocation
 from orchestration import tasks
+from orchestration.scheduling.limits import forget_cached_limits
 from orchestration.services.runs import RunOptions, run_start
 from tests.fakes.openai_server import Reply
 
@@ -39,6 +40,8 @@ def test_each_step_stays_within_its_statement_budget(settings, fake_llm, idle_br
     settings.OPENAI_BASE_URL = fake_llm.base_url
     settings.OPENAI_API_KEY = "test-key"
     settings.CHATFORGE_TOOL_CATALOG_TTL_S = 60  # as in production: a worker caches the catalog
+    settings.CHATFORGE_LIMITS_TTL_S = 60  # ...and the scheduling limits (warmed by the first run)
+    forget_cached_limits()
     fake_llm.add_script("budget", [Reply(text="Checking.", tool_calls=[("echo", {"text": "a"})]),
                                    Reply(text="Done.")])
     user, _ = make_user()
@@ -66,6 +69,8 @@ def test_posting_a_message_stays_within_its_statement_budget(settings, idle_brok
     from rest_framework.test import APIClient
 
     settings.CHATFORGE_TOOL_CATALOG_TTL_S = 60
+    settings.CHATFORGE_LIMITS_TTL_S = 60  # the limits cache is warmed by the first POST
+    forget_cached_limits()
     user, token = make_user()
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
