@@ -45,17 +45,25 @@ def test_a_run_is_one_trace_across_the_web_process_and_both_workers(traced_stack
     def run_spans():
         return [s for s in collector.received() if s.attributes.get("chatforge.run_id") == run_id]
 
-    wait_for(lambda: {s.name for s in run_spans()} >= {"llm.call", "tool.call"}, timeout=30,
-             what="the run's model and tool call spans")
+    # Each process exports its spans in batches, on its own schedule: wait
+    # until every span this test looks at has arrived (a task's span ends
+    # after the spans inside it, so it may come in a later batch).
+    wait_for(lambda: [s.name for s in run_spans()].count("llm.call") >= 2
+             and "tool.call" in {s.name for s in run_spans()}, timeout=30,
+             what="the run's two model call spans and its tool call span")
     [trace_id] = {s.trace_id for s in run_spans()}  # every step of the run, one trace
-    in_trace = [s for s in collector.received() if s.trace_id == trace_id]
-    wait_for(lambda: {s.service for s in collector.received() if s.trace_id == trace_id}
-             >= {"chatforge-web", "chatforge-worker"}, timeout=30, what="the web request's span in the trace")
-    in_trace = [s for s in collector.received() if s.trace_id == trace_id]
-    names = {s.name for s in in_trace}
-    assert {"run/chatforge.llm_turn", "run/chatforge.tool_call"} <= names, names
-    assert sum(1 for s in in_trace if s.name == "llm.call") == 2
-    tool = next(s for s in in_trace if s.name == "tool.call")
+
+    def in_trace():
+        return [s for s in collector.received() if s.trace_id == trace_id]
+
+    expected = {"run/chatforge.llm_turn", "run/chatforge.tool_call", "llm.call", "tool.call"}
+    wait_for(lambda: {s.service for s in in_trace()} >= {"chatforge-web", "chatforge-worker"}
+             and {s.name for s in in_trace()} >= expected, timeout=30,
+             what="the web request's span and every step's spans in the trace")
+    spans = in_trace()
+    assert expected <= {s.name for s in spans}
+    assert sum(1 for s in spans if s.name == "llm.call") == 2
+    tool = next(s for s in spans if s.name == "tool.call")
     assert tool.attributes["chatforge.tool"] == "echo" and tool.service == "chatforge-worker"
     web = [(s.name, s.trace_id == trace_id) for s in collector.received() if s.service == "chatforge-web"]
-    assert any(s.service == "chatforge-web" and s.name.startswith("POST") for s in in_trace), web
+    assert any(s.service == "chatforge-web" and s.name.startswith("POST") for s in spans), web
