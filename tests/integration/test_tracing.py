@@ -28,7 +28,11 @@ def traced_stack(django_db_blocker, fake_llm):
     try:
         with private_stack(database_url=database_url, redis_url=TRACING_REDIS_URL, llm_base_url=fake_llm.base_url,
                            extra_env={"CHATFORGE_OTLP_ENDPOINT": collector.url,
-                                      "OTEL_BSP_SCHEDULE_DELAY": "200"}) as stack:
+                                      "OTEL_BSP_SCHEDULE_DELAY": "200",
+                                      # Default leases, not the fast-recovery ones: on a loaded
+                                      # machine a step queued for 2 s was re-sent by the sweeper,
+                                      # whose message starts a trace of its own.
+                                      "CHATFORGE_HEARTBEAT_S": "10", "CHATFORGE_RUN_STALL_S": "60"}) as stack:
             yield stack, collector
     finally:
         collector.stop()
