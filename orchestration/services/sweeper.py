@@ -26,6 +26,7 @@ from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.observability import record
 
 from .. import broker_loss, dispatch
+from ..scheduling.limits import current_limits
 from ..scheduling.slots import call_step_id, scheduler, turn_step_id
 from .approvals import expire_overdue
 from .finalize import Outcome, run_finalize
@@ -62,7 +63,7 @@ def run_redispatch(run_id: str) -> str:
                     if status != ToolInvocation.Status.AWAITING_APPROVAL and _lost(status, beat, expired_before)]
             if not lost:
                 return "alive"
-            if all(scheduler().is_parked(call_step_id(run_id, call_id)) for call_id, _ in lost):
+            if all(_parked(call_step_id(run_id, call_id)) for call_id, _ in lost):
                 return _still_parked(run)
             action = "tools"
             for call_id, name in lost:
@@ -72,7 +73,7 @@ def run_redispatch(run_id: str) -> str:
             action = "finalize"
         elif turn is not None and not _lost(turn.status, turn.heartbeat_at, expired_before):
             return "alive"
-        elif scheduler().is_parked(turn_step_id(run_id, run.iteration)):
+        elif _parked(turn_step_id(run_id, run.iteration)):
             return _still_parked(run)
         else:
             dispatch.llm_turn(run, run.iteration)
@@ -80,6 +81,12 @@ def run_redispatch(run_id: str) -> str:
         touch(run)
         run.save(update_fields=["heartbeat_at"])
         return action
+
+
+def _parked(step_id: str) -> bool:
+    """Whether the step waits in fair scheduling's line; with no cap set
+    nothing does, and Redis is not asked."""
+    return current_limits().caps_running_steps and scheduler().is_parked(step_id)
 
 
 def _still_parked(run: Run) -> str:
