@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
-from chatforge.conversations.selectors import ordered_messages
+from chatforge.conversations.models import Message, Run
+from chatforge.conversations.selectors import ledger_invocations, ledger_turns, ordered_messages
 
 from .providers.base import ChatMessage
 from .providers.images import images_of
@@ -58,8 +58,8 @@ def input_for_turn(run: Run, iteration: int, *, offer_tools: bool) -> TurnInput:
     used_call_ids = frozenset(call["id"] for rnd in run.continued_rounds for call in rnd["tool_calls"])
     last_response_id: str | None = None
     if iteration > 0:
-        turns = list(LlmTurn.objects.filter(run=run, iteration__lt=iteration))
-        invocations = ToolInvocation.objects.filter(run=run, iteration__lt=iteration)
+        turns = ledger_turns(run.pk, below_iteration=iteration)
+        invocations = ledger_invocations(run.pk, below_iteration=iteration)
         messages.extend(expand_rounds(tool_rounds_from_ledger(turns, invocations)))
         prior_text_length = sum(len(t.text) for t in turns if t.status == "completed")
         used_call_ids |= frozenset(call["id"] for t in turns for call in t.tool_calls)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
 
-from .models import Conversation, Message, Run
+from .models import Conversation, LlmTurn, Message, Run, ToolInvocation
+from .rows import columns, db_param, fetch, fetch_models
 
 
 def conversations_of(
@@ -26,27 +29,44 @@ def conversations_of(
     return conversations
 
 
-def _position(message: Message) -> tuple:
-    """Where a message belongs in the conversation: an assistant message
-    right after the user message of its run, whenever it was written (with
-    double-texting, a later user message can be stored before the previous
-    run's answer)."""
-    if message.role == Message.Role.ASSISTANT and message.run_id and message.run.user_message_id:
-        return (message.run.user_message.created_at, 1, message.created_at)
-    return (message.created_at, 0, message.created_at)
+def _ordered_sql(roles) -> str:
+    message, run = Message._meta.db_table, Run._meta.db_table
+    role_filter = f'AND m."role" IN ({", ".join(["%s"] * len(roles))})' if roles is not None else ""
+    # The user message each assistant message answers (its run's), for the
+    # ordering below; fixed SQL, not a queryset: this read is made on every
+    # model turn, and compiling the ORM's equivalent cost more than running it.
+    return f"""SELECT {columns(Message, "m")}, r."user_message_id"
+               FROM {message} m LEFT JOIN {run} r ON r."id" = m."run_id"
+               WHERE m."conversation_id" = %s {role_filter}"""
 
 
 def ordered_messages(conversation_id, *, before: Message | None = None, roles=None) -> list[Message]:
     """The conversation's messages in conversation order; with ``before``,
-    only those that come before that user message's answer."""
-    messages = Message.objects.filter(conversation_id=conversation_id).select_related("run__user_message")
-    if roles is not None:
-        messages = messages.filter(role__in=roles)
-    ordered = sorted(messages, key=_position)
+    only those that come before that user message's answer.
+
+    Conversation order: an assistant message right after the user message
+    of its run, whenever it was written (with double-texting, a later user
+    message can be stored before the previous run's answer)."""
+    params = [db_param(Message, "conversation", conversation_id), *(roles or [])]
+    rows = fetch(Message, _ordered_sql(roles), params)
+    created = {message.pk: message.created_at for message, _ in rows}
+
+    def position(message: Message, answers: UUID | None) -> tuple:
+        if message.role == Message.Role.ASSISTANT and answers in created:
+            return (created[answers], 1, message.created_at)
+        return (message.created_at, 0, message.created_at)
+
+    keyed = sorted(((position(m, _uuid(answers)), m, _uuid(answers)) for m, (answers,) in rows),
+                   key=lambda item: item[0])
     if before is not None:
         limit = (before.created_at, 1, before.created_at)
-        ordered = [m for m in ordered if _position(m) < limit and not (m.run_id and m.run.user_message_id == before.id)]
-    return ordered
+        keyed = [item for item in keyed if item[0] < limit and item[2] != before.pk]
+    return [message for _, message, _ in keyed]
+
+
+def _uuid(value) -> UUID | None:
+    """A UUID column as the cursor returned it (text on SQLite)."""
+    return value if value is None or isinstance(value, UUID) else UUID(value)
 
 
 def messages_of(conversation: Conversation) -> list[Message]:
@@ -63,3 +83,26 @@ def run_of(user: AbstractBaseUser, run_id: str) -> Run | None:
         return runs_of(user).filter(pk=run_id).first()
     except (ValueError, ValidationError):  # a malformed id is "not found", not a server error
         return None
+
+
+def ledger_turns(run_id, *, below_iteration: int | None = None, completed_only: bool = False) -> list[LlmTurn]:
+    """A run's model turns by iteration (fixed SQL: read on every turn after
+    the first and at finalize; see ``rows``)."""
+    sql = f'SELECT {columns(LlmTurn, "t")} FROM {LlmTurn._meta.db_table} t WHERE t."run_id" = %s'
+    params: list = [db_param(LlmTurn, "run", run_id)]
+    if below_iteration is not None:
+        sql += ' AND t."iteration" < %s'
+        params.append(below_iteration)
+    if completed_only:
+        sql += " AND t.\"status\" = 'completed'"
+    return fetch_models(LlmTurn, sql + ' ORDER BY t."iteration"', params)
+
+
+def ledger_invocations(run_id, *, below_iteration: int | None = None) -> list[ToolInvocation]:
+    """A run's tool calls in round order (fixed SQL, as ``ledger_turns``)."""
+    sql = f'SELECT {columns(ToolInvocation, "i")} FROM {ToolInvocation._meta.db_table} i WHERE i."run_id" = %s'
+    params: list = [db_param(ToolInvocation, "run", run_id)]
+    if below_iteration is not None:
+        sql += ' AND i."iteration" < %s'
+        params.append(below_iteration)
+    return fetch_models(ToolInvocation, sql + ' ORDER BY i."iteration", i."position"', params)

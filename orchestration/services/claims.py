@@ -19,7 +19,6 @@ followed by a read.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -31,6 +30,7 @@ from django.utils import timezone
 
 from chatforge.accounts.models import UserSecret
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
+from chatforge.conversations.rows import columns, load_next, load_optional
 from chatforge.llm.models import LanguageModel, Provider
 from chatforge.llm.routing import RouteRows
 
@@ -113,27 +113,6 @@ def claim_invocation(run_id: str, tool_call_id: str) -> ToolInvocation | None:
     return ToolInvocation.objects.select_related("run").get(run_id=run_id, tool_call_id=tool_call_id)
 
 
-def _columns(model: type[Model], alias: str) -> str:
-    return ", ".join(f'{alias}."{field.column}"' for field in model._meta.concrete_fields)
-
-
-def _load(model: type[Model], values: list) -> Model:
-    """A model instance from its columns as the cursor returned them, with
-    the fields' own conversions (JSON text → Python) applied as the ORM does."""
-    converted = []
-    for field, value in zip(model._meta.concrete_fields, values, strict=True):
-        for converter in field.get_db_converters(connection):
-            value = converter(value, field.get_col(model._meta.db_table), connection)
-        converted.append(value)
-    return model.from_db(connection.alias, [f.attname for f in model._meta.concrete_fields], converted)
-
-
-def _load_optional(model: type[Model], values: Iterator) -> Model | None:
-    """The next row of ``model`` from ``values``; None when a LEFT JOIN found none."""
-    columns = [next(values) for _ in model._meta.concrete_fields]
-    return None if columns[0] is None else _load(model, columns)
-
-
 def _claim_returning(step_model, key_field: str, key, run_id: str, *, with_message: bool):
     """The Postgres claim: one statement that takes the lease and returns the
     step with its run, the user's secrets and, for a turn, the user's message
@@ -144,11 +123,11 @@ def _claim_returning(step_model, key_field: str, key, run_id: str, *, with_messa
     expired = now - timedelta(seconds=settings.CHATFORGE_RUN_STALL_S)
     step_table, run_table = step_model._meta.db_table, Run._meta.db_table
     key_column = step_model._meta.get_field(key_field).column
-    selected = [_columns(step_model, "claimed"), _columns(Run, "r")]
+    selected = [columns(step_model, "claimed"), columns(Run, "r")]
     joins = f'JOIN {run_table} r ON r."id" = claimed."run_id"'
     unblocked = marking = ""
     if with_message:
-        selected.append(_columns(Message, "m"))
+        selected.append(columns(Message, "m"))
         joins += f' JOIN {Message._meta.db_table} m ON m."id" = r."user_message_id"'
         if key == 0:  # a first turn waits while its run is blocked by an active one
             unblocked = f"""AND NOT EXISTS (SELECT 1 FROM {run_table} w JOIN {run_table} b ON b."id" = w."blocked_by_id"
@@ -163,7 +142,7 @@ def _claim_returning(step_model, key_field: str, key, run_id: str, *, with_messa
         selected.append("(SELECT count(*) FROM marked)")
         # The admin rows the run's model resolves to (chatforge/llm/routing.py).
         model_table, provider_table = LanguageModel._meta.db_table, Provider._meta.db_table
-        selected += [_columns(LanguageModel, "lm"), _columns(Provider, "lp"), _columns(Provider, "pp")]
+        selected += [columns(LanguageModel, "lm"), columns(Provider, "lp"), columns(Provider, "pp")]
         joins += f"""
             LEFT JOIN ({model_table} lm JOIN {provider_table} lp ON lp."id" = lm."provider_id" AND lp."enabled")
                    ON lm."name" = r."model" AND lm."enabled"
@@ -198,15 +177,15 @@ def _claim_returning(step_model, key_field: str, key, run_id: str, *, with_messa
     if row is None:
         return None
     values = iter(row)
-    step = _load(step_model, [next(values) for _ in step_model._meta.concrete_fields])
-    run = _load(Run, [next(values) for _ in Run._meta.concrete_fields])
+    step = load_next(step_model, values)
+    run = load_next(Run, values)
     marked = route = None
     if with_message:
-        run.user_message = _load(Message, [next(values) for _ in Message._meta.concrete_fields])
+        run.user_message = load_next(Message, values)
         marked = bool(next(values))
-        model_row = _load_optional(LanguageModel, values)
-        model_provider = _load_optional(Provider, values)
-        prefix_provider = _load_optional(Provider, values)
+        model_row = load_optional(LanguageModel, values)
+        model_provider = load_optional(Provider, values)
+        prefix_provider = load_optional(Provider, values)
         if model_row is not None:
             model_row.provider = model_provider
         rest = run.model.partition("/")[2]

@@ -8,11 +8,12 @@ from __future__ import annotations
 import logging
 from enum import StrEnum
 
-from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db import connection, transaction
 from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
+from chatforge.conversations.rows import columns, db_param, fetch
+from chatforge.conversations.selectors import ledger_invocations, ledger_turns
 
 from chatforge.observability import record
 
@@ -67,13 +68,20 @@ def _waiting_runs(run_id):
 
 def _lock_run_for_finalize(run_id: str) -> Run | None:
     """The run, locked, and whether runs wait behind it (double-texting), in
-    one statement: most runs have none, and then no second query is made."""
-    return (
-        Run.objects.select_for_update()
-        .annotate(has_waiting_runs=Exists(_waiting_runs(OuterRef("pk"))))
-        .filter(pk=run_id)
-        .first()
-    )
+    one statement: most runs have none, and then no second query is made.
+    Fixed SQL (``chatforge.conversations.rows``): the ORM's compiling of
+    this read cost more than the statement."""
+    table = Run._meta.db_table
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    sql = f"""SELECT {columns(Run, "r")},
+                     EXISTS (SELECT 1 FROM {table} w WHERE w."blocked_by_id" = r."id" AND w."status" = %s)
+              FROM {table} r WHERE r."id" = %s{lock}"""
+    found = fetch(Run, sql, [Run.Status.QUEUED, db_param(Run, "id", run_id)])
+    if not found:
+        return None
+    run, (waiting,) = found[0]
+    run.has_waiting_runs = bool(waiting)
+    return run
 
 
 def run_finalize(
@@ -91,8 +99,8 @@ def run_finalize(
             existing = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).first()
             _publish_terminal(run, str(existing.id) if existing else None)
             return
-        turns = list(LlmTurn.objects.filter(run=run, status="completed").order_by("iteration"))
-        invocations = list(ToolInvocation.objects.filter(run=run))
+        turns = ledger_turns(run.pk, completed_only=True)
+        invocations = ledger_invocations(run.pk)
         _close_approval_requests(run, invocations)
         last = turns[-1] if turns else None
         final_turn = last if last is not None and (not last.tool_calls or _awaits_client(outcome, last, invocations)) else None
