@@ -11,10 +11,13 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
+
+from chatforge.sql_rows import columns, fetch, load
 
 from .auth_failures import record_auth_failure
 from .models import ApiToken
@@ -74,13 +77,24 @@ def api_token_rotate(*, token: ApiToken) -> IssuedToken:
         return api_token_create(user=token.user, name=token.name)
 
 
+def _live_token(key_hash: str) -> ApiToken | None:
+    """The unrevoked token with this hash, with its user: fixed SQL, as every
+    API request asks (``chatforge.sql_rows``)."""
+    user_model = get_user_model()
+    sql = (f'SELECT {columns(ApiToken, "t")}, {columns(user_model, "u")} FROM {ApiToken._meta.db_table} t '
+           f'JOIN {user_model._meta.db_table} u ON u."{user_model._meta.pk.column}" = t."user_id" '
+           'WHERE t."key_hash" = %s AND t."revoked_at" IS NULL')
+    found = fetch(ApiToken, sql, [key_hash])
+    if not found:
+        return None
+    token, user_columns = found[0]
+    token.user = load(user_model, user_columns)
+    return token
+
+
 def user_for_token(plaintext: str) -> AbstractBaseUser | None:
     """The active user a token belongs to, or None for unknown/revoked tokens."""
-    token = (
-        ApiToken.objects.select_related("user")
-        .filter(key_hash=_hash(plaintext), revoked_at__isnull=True)
-        .first()
-    )
+    token = _live_token(_hash(plaintext))
     if token is None or not token.user.is_active:
         return None
     # Recording use is best effort and cheap: at most once a minute per token.

@@ -10,7 +10,7 @@ from django.db import models
 from django.db.models import Q, QuerySet
 
 from .models import Conversation, LlmTurn, Message, Run, ToolInvocation
-from .rows import columns, db_param, fetch, fetch_models
+from chatforge.sql_rows import as_uuid, columns, db_param, fetch, fetch_models
 
 
 def conversations_of(
@@ -56,17 +56,12 @@ def ordered_messages(conversation_id, *, before: Message | None = None, roles=No
             return (created[answers], 1, message.created_at)
         return (message.created_at, 0, message.created_at)
 
-    keyed = sorted(((position(m, _uuid(answers)), m, _uuid(answers)) for m, (answers,) in rows),
+    keyed = sorted(((position(m, as_uuid(answers)), m, as_uuid(answers)) for m, (answers,) in rows),
                    key=lambda item: item[0])
     if before is not None:
         limit = (before.created_at, 1, before.created_at)
         keyed = [item for item in keyed if item[0] < limit and item[2] != before.pk]
     return [message for _, message, _ in keyed]
-
-
-def _uuid(value) -> UUID | None:
-    """A UUID column as the cursor returned it (text on SQLite)."""
-    return value if value is None or isinstance(value, UUID) else UUID(value)
 
 
 def messages_of(conversation: Conversation) -> list[Message]:
@@ -87,7 +82,7 @@ def run_of(user: AbstractBaseUser, run_id: str) -> Run | None:
 
 def ledger_turns(run_id, *, below_iteration: int | None = None, completed_only: bool = False) -> list[LlmTurn]:
     """A run's model turns by iteration (fixed SQL: read on every turn after
-    the first and at finalize; see ``rows``)."""
+    the first and at finalize; see ``chatforge.sql_rows``)."""
     sql = f'SELECT {columns(LlmTurn, "t")} FROM {LlmTurn._meta.db_table} t WHERE t."run_id" = %s'
     params: list = [db_param(LlmTurn, "run", run_id)]
     if below_iteration is not None:

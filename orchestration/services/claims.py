@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from chatforge.accounts.models import UserSecret
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
-from chatforge.conversations.rows import columns, load_next, load_optional
+from chatforge.sql_rows import columns, load_next, load_optional
 from chatforge.llm.models import LanguageModel, Provider
 from chatforge.llm.routing import RouteRows
 

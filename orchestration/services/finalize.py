@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
-from chatforge.conversations.rows import columns, db_param, fetch
+from chatforge.sql_rows import columns, db_param, fetch
 from chatforge.conversations.selectors import ledger_invocations, ledger_turns
 
 from chatforge.observability import record
@@ -69,14 +69,14 @@ def _waiting_runs(run_id):
 def _lock_run_for_finalize(run_id: str) -> Run | None:
     """The run, locked, and whether runs wait behind it (double-texting), in
     one statement: most runs have none, and then no second query is made.
-    Fixed SQL (``chatforge.conversations.rows``): the ORM's compiling of
+    Fixed SQL (``chatforge.sql_rows``): the ORM's compiling of
     this read cost more than the statement."""
     table = Run._meta.db_table
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     sql = f"""SELECT {columns(Run, "r")},
                      EXISTS (SELECT 1 FROM {table} w WHERE w."blocked_by_id" = r."id" AND w."status" = %s)
               FROM {table} r WHERE r."id" = %s{lock}"""
-    found = fetch(Run, sql, [Run.Status.QUEUED, db_param(Run, "id", run_id)])
+    found = fetch(Run, sql, [Run.Status.QUEUED.value, db_param(Run, "id", run_id)])
     if not found:
         return None
     run, (waiting,) = found[0]

@@ -10,13 +10,13 @@ from enum import StrEnum
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
-from django.db.models import Case, F, Value, When
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from chatforge.catalog.models import Assistant
 from chatforge.llm.routing import missing_key_message
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
+from chatforge.sql_rows import as_uuid, db_param, insert_all
 from chatforge.conversations.selectors import ordered_messages
 from chatforge.errors import (IdempotencyKeyReused, InvalidRequest, RunActive, TokenBudgetExhausted,
                              TooManyActiveRuns, UnknownTool)
@@ -161,10 +161,15 @@ def _client_tools(specs: list[dict], *, server_tools: list[str]) -> list[dict]:
 
 def _active_run_in(conversation: Conversation, user: AbstractBaseUser) -> Run | None:
     """The conversation's active run (the newest), after checking the user's
-    cap on active runs, from one query of the user's active runs."""
-    active = list(
-        Run.objects.filter(user=user, status__in=ACTIVE).order_by("-created_at").values_list("id", "conversation_id")
-    )
+    cap on active runs, from one query of the user's active runs (fixed
+    SQL: every POST makes it; see ``chatforge.sql_rows``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT "id", "conversation_id" FROM {Run._meta.db_table} '
+            'WHERE "user_id" = %s AND "status" IN (%s, %s) ORDER BY "created_at" DESC',
+            [user.pk, *(status.value for status in ACTIVE)],
+        )
+        active = [(as_uuid(run_id), as_uuid(conversation_id)) for run_id, conversation_id in cursor.fetchall()]
     cap = settings.CHATFORGE_MAX_ACTIVE_RUNS_PER_USER
     if len(active) >= cap:
         raise TooManyActiveRuns(
@@ -176,6 +181,18 @@ def _active_run_in(conversation: Conversation, user: AbstractBaseUser) -> Run | 
     # Active runs of a conversation belong to its owner, so the user's own
     # runs show them all; the row itself only when there is one.
     return Run.objects.get(pk=here) if here is not None else None
+
+
+def _touch_conversation(conversation: Conversation, *, now, title: str) -> None:
+    """Its new activity time, and a title from the first message. Posts to
+    one conversation are decided one at a time: this UPDATE locks the
+    conversation's row until the transaction ends."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'UPDATE {Conversation._meta.db_table} SET "updated_at" = %s, '
+            '"title" = CASE WHEN "title" = \'\' THEN %s ELSE "title" END WHERE "id" = %s',
+            [db_param(Conversation, "updated_at", now), title, db_param(Conversation, "id", conversation.pk)],
+        )
 
 
 MAX_IDEMPOTENCY_KEY_CHARS = 255
@@ -296,12 +313,7 @@ def _run_create(
     now = timezone.now()
     title = "" if conversation.title else (content.strip().splitlines() or ["(image)"])[0][:80]
     with transaction.atomic():
-        # Posts to one conversation are decided one at a time: this UPDATE
-        # (its new activity time, and a title from the first message) locks
-        # the conversation's row until the transaction ends.
-        Conversation.objects.filter(pk=conversation.pk).update(
-            updated_at=now, title=Case(When(title="", then=Value(title)), default=F("title"))
-        )
+        _touch_conversation(conversation, now=now, title=title)
         # A repeat that waited for the lock behind its first request sees its run now.
         replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
         if replay is not None:
@@ -322,11 +334,11 @@ def _run_create(
                 "(cancels it, then starts).",
                 details={"active_run_id": str(active.id)},
             )
-        message = Message.objects.create(
+        message = Message(
             conversation=conversation, role=Message.Role.USER, content=content,
             content_json=content_parts(content, images),
         )
-        run = Run.objects.create(
+        run = Run(
             conversation=conversation,
             user=user,
             user_message=message,
@@ -337,7 +349,8 @@ def _run_create(
             idempotency_key=idempotency_key,
             continued_rounds=continued_rounds,
         )
-        LlmTurn.objects.create(run=run, iteration=0, offered_tools=stored_options["max_iterations"] > 0)
+        # The three rows in one statement (the ORM would send three).
+        insert_all(message, run, LlmTurn(run=run, iteration=0, offered_tools=stored_options["max_iterations"] > 0))
         record.run_started(model)
         bind_run(run)  # the rest of the request's log lines name the run
         logger.info("run accepted", extra={"model": model, "queued_behind": str(active.id) if active else None})
