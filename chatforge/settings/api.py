@@ -24,7 +24,7 @@ else:
     # by default, so the 101st concurrent request failed with a 500.
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "chatforge.runtime.redis_cache.ReusingRedisCache",
             "LOCATION": REDIS_URL,
             "OPTIONS": {"max_connections": 10_000},
         }

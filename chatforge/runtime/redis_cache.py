@@ -1,0 +1,36 @@
+"""Django's Redis cache backend, keeping its redis-py client.
+
+Django's ``RedisCacheClient.get_client`` builds a new ``redis.Redis`` on
+its connection pool for every cache operation; with redis-py 8 that
+constructor is a measurable part of an API request (the message throttle
+makes two cache calls per POST). A ``redis.Redis`` is safe to share between
+threads (each command borrows a connection from the pool), so one per pool
+is kept and reused; everything else is Django's backend unchanged.
+"""
+
+from __future__ import annotations
+
+from django.core.cache.backends.redis import RedisCache, RedisCacheClient
+
+
+class ReusingRedisCacheClient(RedisCacheClient):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._clients: dict[int, object] = {}
+
+    def get_client(self, key=None, *, write=False):
+        index = self._get_connection_pool_index(write)
+        client = self._clients.get(index)
+        if client is None:
+            if index not in self._pools:
+                self._pools[index] = self._pool_class.from_url(self._servers[index], **self._pool_options)
+            client = self._clients[index] = self._client(connection_pool=self._pools[index])
+        return client
+
+
+class ReusingRedisCache(RedisCache):
+    """``CACHES`` backend: ``chatforge.runtime.redis_cache.ReusingRedisCache``."""
+
+    def __init__(self, server, params) -> None:
+        super().__init__(server, params)
+        self._class = ReusingRedisCacheClient
