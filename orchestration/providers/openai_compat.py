@@ -18,7 +18,7 @@ from typing import Any, assert_never
 
 import openai
 
-from orchestration.providers._openai_client import as_built_body, openai_client
+from orchestration.providers._openai_client import as_built_body, openai_client, stream_json_events
 from orchestration.providers._openai_errors import (
     default_where,
     protocol_error,
@@ -37,7 +37,7 @@ from orchestration.providers.base import (
 )
 from orchestration.providers.images import content_parts
 from orchestration.providers.failures import logged_failure
-from orchestration.providers.tool_call_accumulator import ToolCallAccumulator
+from orchestration.providers.tool_call_accumulator import ToolCallAccumulator, field_of
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class OpenAICompatibleProvider:
             return
         deadline = time.monotonic() + self.timeout_s
         try:
-            stream = self._client.chat.completions.create(messages=[], **as_built_body(request_params(request)))
+            stream = stream_json_events(self._client, "/chat/completions", request_params(request))
         except openai.OpenAIError as exc:
             raise self._error(exc, request) from exc
         state = _TurnState()
@@ -259,21 +259,21 @@ class _TurnState:
 
     def consume(self, chunk: Any) -> Iterator[TextDelta | ReasoningDelta]:
         """Apply one chunk, yielding the deltas worth forwarding at once."""
-        kind = getattr(chunk, "object", None)
+        kind = field_of(chunk, "object")
         if kind is not None and kind != CHUNK_OBJECT:
             # e.g. Azure's content-filter events with ``object: ""``.
             return
-        if self.response_id is None and getattr(chunk, "id", None):
-            self.response_id = chunk.id
-        if getattr(chunk, "usage", None) is not None:
-            self.usage = _usage_dict(chunk.usage)
-        for choice in getattr(chunk, "choices", None) or ():
-            if getattr(choice, "index", 0) not in (0, None):
+        if self.response_id is None and field_of(chunk, "id"):
+            self.response_id = field_of(chunk, "id")
+        if field_of(chunk, "usage") is not None:
+            self.usage = _usage_dict(field_of(chunk, "usage"))
+        for choice in field_of(chunk, "choices") or ():
+            if field_of(choice, "index") not in (0, None):
                 continue  # we never ask for n > 1
             yield from self._consume_choice(choice)
 
     def _consume_choice(self, choice: Any) -> Iterator[TextDelta | ReasoningDelta]:
-        delta = getattr(choice, "delta", None)
+        delta = field_of(choice, "delta")
         if delta is not None:
             # The delta is applied before finish_reason: some servers put the
             # last fragment in the finishing chunk.
@@ -283,13 +283,13 @@ class _TurnState:
                 yield ReasoningDelta(reasoning)
             # A refusal is what the model said instead of an answer; show it
             # as text rather than dropping it.
-            for text in (getattr(delta, "content", None), getattr(delta, "refusal", None)):
+            for text in (field_of(delta, "content"), field_of(delta, "refusal")):
                 if text:
                     self.text_parts.append(text)
                     yield TextDelta(text)
-            self.tool_calls.add_all(getattr(delta, "tool_calls", None))
-        if getattr(choice, "finish_reason", None):
-            self.finish_reason = choice.finish_reason
+            self.tool_calls.add_all(field_of(delta, "tool_calls"))
+        if field_of(choice, "finish_reason"):
+            self.finish_reason = field_of(choice, "finish_reason")
 
     def result(self, *, where: str) -> TurnResult:
         if self.finish_reason is None:
@@ -310,7 +310,7 @@ class _TurnState:
 def _reasoning_text(delta: Any) -> str:
     """Reasoning text of a stream delta or a whole message."""
     for name in REASONING_FIELDS:
-        value = getattr(delta, name, None)
+        value = field_of(delta, name)
         if isinstance(value, str) and value:
             return value
     return ""
@@ -329,14 +329,13 @@ def _normalise_finish_reason(raw: str, *, has_calls: bool) -> str:
 
 def _usage_dict(usage: Any) -> dict[str, int]:
     result = {
-        name: int(getattr(usage, name, None) or 0)
+        name: int(field_of(usage, name) or 0)
         for name in ("prompt_tokens", "completion_tokens", "total_tokens")
     }
-    details = getattr(usage, "completion_tokens_details", None)
-    reasoning_tokens = getattr(details, "reasoning_tokens", None)
+    reasoning_tokens = field_of(field_of(usage, "completion_tokens_details"), "reasoning_tokens")
     if reasoning_tokens is not None:
         result["reasoning_tokens"] = int(reasoning_tokens)
-    cached_tokens = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
+    cached_tokens = field_of(field_of(usage, "prompt_tokens_details"), "cached_tokens")
     if cached_tokens is not None:
         result["cached_tokens"] = int(cached_tokens)
     return result

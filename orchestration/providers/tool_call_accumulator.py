@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 EMPTY_ARGUMENTS = "{}"
 
 
-def _field(obj: Any, name: str) -> Any:
+def field_of(obj: Any, name: str) -> Any:
     """Read ``name`` from a mapping or an attribute object; ``None`` if absent."""
     if obj is None:
         return None
@@ -75,10 +75,10 @@ class ToolCallAccumulator:
 
     def add(self, fragment: Any) -> None:
         """Merge one fragment (a ``ChoiceDeltaToolCall`` or an equivalent dict)."""
-        call_id = _text(_field(fragment, "id"))
-        function = _field(fragment, "function")
-        name = _text(_field(function, "name"))
-        arguments = _text(_field(function, "arguments"))
+        call_id = _text(field_of(fragment, "id"))
+        function = field_of(fragment, "function")
+        name = _text(field_of(function, "name"))
+        arguments = _text(field_of(function, "arguments"))
 
         slot = self._slot_for(self._index_of(fragment), call_id)
         if call_id and not slot.id:
@@ -117,7 +117,7 @@ class ToolCallAccumulator:
     def _index_of(self, fragment: Any) -> int:
         """Old servers omit ``index``: such a fragment continues the call that
         was last written to, or starts the first one."""
-        index = _field(fragment, "index")
+        index = field_of(fragment, "index")
         if isinstance(index, int):
             return index
         return self._last.index if self._last is not None else 0
