@@ -7,6 +7,7 @@ exists).
 
 from __future__ import annotations
 
+from django.http import Http404
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -79,6 +80,15 @@ class ConversationViewSet(
         if "\x00" in search:
             raise ValidationError({"q": ["The search text cannot contain NUL characters."]})
         return selectors.conversations_of(self.request.user, source=source, search=search or None)
+
+    def get_object(self) -> Conversation:
+        """The user's conversation named by the URL (404 otherwise), read
+        with one fixed statement: posting a message starts here."""
+        conversation = selectors.conversation_of(self.request.user, self.kwargs["pk"])
+        if conversation is None:
+            raise Http404(f"No {Conversation._meta.object_name} matches the given query.")
+        self.check_object_permissions(self.request, conversation)
+        return conversation
 
     def perform_create(self, serializer: ConversationSerializer) -> None:
         serializer.save(user=self.request.user)

@@ -29,6 +29,18 @@ def conversations_of(
     return conversations
 
 
+def conversation_of(user: AbstractBaseUser, conversation_id) -> Conversation | None:
+    """The user's conversation with this id, or None (also for malformed
+    ids). Fixed SQL: every message posted reads it first (``chatforge.sql_rows``)."""
+    try:
+        key = db_param(Conversation, "id", conversation_id)
+    except ValidationError:
+        return None
+    found = fetch_models(Conversation, f'SELECT {columns(Conversation, "c")} FROM {Conversation._meta.db_table} c '
+                                       'WHERE c."id" = %s AND c."user_id" = %s', [key, user.pk])
+    return found[0] if found else None
+
+
 def _ordered_sql(roles) -> str:
     message, run = Message._meta.db_table, Run._meta.db_table
     role_filter = f'AND m."role" IN ({", ".join(["%s"] * len(roles))})' if roles is not None else ""
