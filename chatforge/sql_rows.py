@@ -138,3 +138,47 @@ def insert_all(*instances: Model) -> None:
     for instance in instances:
         instance._state.adding = False
         instance._state.db = DEFAULT_DB_ALIAS
+
+
+def insert_rows(instances: Sequence[Model]) -> None:
+    """New instances of one model in one multi-row ``INSERT`` (what
+    ``bulk_create`` sends, without compiling a query); primary keys the
+    database picks are set from ``RETURNING``, in order, as ``bulk_create``
+    does on Postgres."""
+    if not instances:
+        return
+    statements = [insert_statement(instance) for instance in instances]
+    first_sql = statements[0][0]
+    head, _, rest = first_sql.partition(" VALUES ")
+    row, _, returning = rest.partition(" RETURNING ")
+    sql = f"{head} VALUES {', '.join([row] * len(statements))}" + (f" RETURNING {returning}" if returning else "")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [p for _, params in statements for p in params])
+        if returning:
+            for instance, (pk,) in zip(instances, cursor.fetchall(), strict=True):
+                instance.pk = pk
+    for instance in instances:
+        instance._state.adding = False
+        instance._state.db = DEFAULT_DB_ALIAS
+
+
+def update_where(model: type[Model], values: dict[str, Any], **where: Any) -> int:
+    """``UPDATE`` the given fields (values prepared as the ORM would) of the
+    rows whose fields equal ``where`` (``pk`` names the primary key); the
+    number of rows changed. ``QuerySet.update`` without the compiling."""
+    meta = model._meta
+    params = []
+    assignments = []
+    for name, value in values.items():
+        field = meta.get_field(name)
+        assignments.append(f'"{field.column}" = %s')
+        params.append(field.get_db_prep_save(value, connection))
+    conditions = []
+    for name, value in where.items():
+        field = meta.pk if name == "pk" else meta.get_field(name)
+        conditions.append(f'"{field.column}" = %s')
+        params.append(field.get_db_prep_value(value, connection))
+    sql = f'UPDATE {meta.db_table} SET {", ".join(assignments)} WHERE {" AND ".join(conditions)}'
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount

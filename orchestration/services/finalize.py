@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
-from chatforge.sql_rows import columns, db_param, fetch
+from chatforge.sql_rows import columns, db_param, fetch, insert_all, update_where
 from chatforge.conversations.selectors import ledger_invocations, ledger_turns
 
 from chatforge.observability import record
@@ -105,7 +105,7 @@ def run_finalize(
         last = turns[-1] if turns else None
         final_turn = last if last is not None and (not last.tool_calls or _awaits_client(outcome, last, invocations)) else None
         text = final_turn.text if final_turn is not None else partial_text
-        message = Message.objects.create(
+        message = Message(
             conversation_id=run.conversation_id,
             run=run,
             role=Message.Role.ASSISTANT,
@@ -119,6 +119,7 @@ def run_finalize(
             model=run.model,
             usage=_sum_usage(turns),
         )
+        insert_all(message)
         now = timezone.now()
         run.status = Run.Status(outcome.value)
         run.error = error
@@ -127,9 +128,10 @@ def run_finalize(
         run.max_iterations_reached = final_turn is not None and not final_turn.offered_tools and final_turn.iteration > 0
         run.finished_at = now
         run.heartbeat_at = now
-        run.save(update_fields=["status", "error", "finish_reason", "usage", "max_iterations_reached",
-                                "finished_at", "heartbeat_at"])
-        Conversation.objects.filter(pk=run.conversation_id).update(updated_at=now)
+        update_where(Run, {name: getattr(run, name) for name in (
+            "status", "error", "finish_reason", "usage", "max_iterations_reached", "finished_at", "heartbeat_at")},
+            pk=run.pk)
+        update_where(Conversation, {"updated_at": now}, pk=run.conversation_id)
         record.run_finished(run)
         _publish_terminal(run, str(message.id))
         # Runs posted while this one was active (double-texting) start now.

@@ -22,6 +22,7 @@ from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
 from chatforge.observability.tracing import step_span
 from chatforge.runtime.db_connections import release_connections
+from chatforge.sql_rows import insert_rows, update_where
 
 from .. import dispatch, events
 from ..history import TurnInput, input_for_turn
@@ -246,28 +247,28 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
     calls = _unique_calls(turn.iteration, result.tool_calls, turn_input.used_call_ids) if turn.offered_tools else []
     now = timezone.now()
     with transaction.atomic():
-        recorded = LlmTurn.objects.filter(pk=turn.pk, status="running").update(
-            status="completed",
-            text=result.text,
-            reasoning=result.reasoning,
-            tool_calls=[
+        recorded = update_where(LlmTurn, {
+            "status": "completed",
+            "text": result.text,
+            "reasoning": result.reasoning,
+            "tool_calls": [
                 {"id": c.id, "name": c.name, "arguments": c.arguments, **({"metadata": c.metadata} if c.metadata else {})}
                 for c in calls
             ],
-            reasoning_details=result.reasoning_details,
-            finish_reason="tool_calls" if calls else ("stop" if result.finish_reason == "tool_calls" else result.finish_reason),
-            usage=result.usage,
-            response_id=result.response_id or "",
-            provider_ms=provider_ms,
-            finished_at=now,
-        )
+            "reasoning_details": result.reasoning_details,
+            "finish_reason": "tool_calls" if calls else ("stop" if result.finish_reason == "tool_calls" else result.finish_reason),
+            "usage": result.usage,
+            "response_id": result.response_id or "",
+            "provider_ms": provider_ms,
+            "finished_at": now,
+        }, pk=turn.pk, status="running")
         if not recorded:
             return None
         count_tokens(run.user_id, result.usage)  # against a token budget, if the user has one
         if calls:
             status_of = _initial_status(run)
             statuses = [status_of(c.name) for c in calls]
-            invocations = ToolInvocation.objects.bulk_create(
+            invocations = [
                 ToolInvocation(
                     run=run,
                     tool_call_id=c.id,
@@ -280,7 +281,8 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
                     approval_expires_at=approval_deadline(now) if status == _AWAITING else None,
                 )
                 for pos, (c, status) in enumerate(zip(calls, statuses, strict=True))
-            )
+            ]
+            insert_rows(invocations)
             _emit_tool_call_events(run, invocations)
             announce_requests(run, invocations)
             server_calls = [inv for inv in invocations if inv.status in (_PENDING, _AWAITING)]
@@ -289,7 +291,7 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
                     dispatch.tool_call(run, inv.tool_call_id, inv.name, position=inv.position)
             if server_calls:
                 # The round's fan-in counts down from here (tool_steps.py).
-                Run.objects.filter(pk=run.pk).update(heartbeat_at=now, pending_tool_calls=len(server_calls))
+                update_where(Run, {"heartbeat_at": now, "pending_tool_calls": len(server_calls)}, pk=run.pk)
             else:
                 # Only the client's tools were called: the run ends here, and
                 # the client's next request carries their results.

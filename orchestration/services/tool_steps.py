@@ -24,13 +24,14 @@ import uuid
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
 from chatforge.observability.tracing import step_span
+from chatforge.sql_rows import insert_all, update_where
 from tools.executor import ToolResult, execute_tool
 
 from .. import dispatch, events
@@ -116,15 +117,15 @@ def record_result(inv: ToolInvocation, result: ToolResult, *, from_status: str =
     now = timezone.now()
     run = inv.run
     with transaction.atomic():
-        recorded = ToolInvocation.objects.filter(pk=inv.pk, status=from_status).update(
-            status=result.status,
-            output=output,
-            result=result.as_dict(),
-            error=result.error if result.error else F("error"),  # a success keeps the last retry's error
-            attempts=result.attempts,
-            duration_ms=result.execution_time_ms,
-            finished_at=now,
-        )
+        recorded = update_where(ToolInvocation, {
+            "status": result.status,
+            "output": output,
+            "result": result.as_dict(),
+            **({"error": result.error} if result.error else {}),  # a success keeps the last retry's error
+            "attempts": result.attempts,
+            "duration_ms": result.execution_time_ms,
+            "finished_at": now,
+        }, pk=inv.pk, status=from_status)
         if not recorded:
             return  # a parallel delivery recorded it first (and counted it)
         record.tool_recorded(inv.name, result)
@@ -150,7 +151,7 @@ def record_result(inv: ToolInvocation, result: ToolResult, *, from_status: str =
             run_finalize(run_id=str(run.id), outcome=Outcome.COMPLETED)
             return
         cap = run.options.get("max_iterations", settings.CHATFORGE_MAX_ITERATIONS)
-        LlmTurn.objects.create(run_id=run.id, iteration=iteration, offered_tools=iteration < cap)
+        insert_all(LlmTurn(run_id=run.id, iteration=iteration, offered_tools=iteration < cap))
         dispatch.llm_turn(run, iteration)
 
 
