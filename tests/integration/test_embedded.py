@@ -48,3 +48,17 @@ def test_embedded_server_completes_a_run_with_tools():
     finally:
         server.stop()
         print(server.log()[-3000:])
+
+
+def test_the_server_runs_on_uvloop_with_the_httptools_parser():
+    """The event loop and HTTP parser ``serve`` asks uvicorn for are the
+    compiled ones, loaded in the serving process (docs/performance.md)."""
+    workdir = Path(tempfile.mkdtemp(prefix="chatforge-embedded-"))
+    env = base_env(CHATFORGE_SQLITE_PATH=str(workdir / "db.sqlite3"))
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    server = start_server(port=free_port(), env=env, log_dir=workdir)
+    try:
+        mapped = Path(f"/proc/{server.popen.pid}/maps").read_text()
+        assert "/uvloop/loop." in mapped and "/httptools/parser/" in mapped, server.log()[-2000:]
+    finally:
+        server.stop()
