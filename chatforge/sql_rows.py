@@ -32,7 +32,7 @@ def columns(model: type[Model], alias: str) -> str:
 def db_param(model: type[Model], field_name: str, value: Any) -> Any:
     """``value`` as the database stores ``field_name`` (a UUID is text on
     SQLite): raw SQL gets no such help from the ORM."""
-    field: Field = model._meta.get_field(field_name)
+    field: Field = model._meta.pk if field_name == "pk" else model._meta.get_field(field_name)
     return field.get_db_prep_value(value, connection)
 
 

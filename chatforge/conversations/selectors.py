@@ -32,13 +32,7 @@ def conversations_of(
 def conversation_of(user: AbstractBaseUser, conversation_id) -> Conversation | None:
     """The user's conversation with this id, or None (also for malformed
     ids). Fixed SQL: every message posted reads it first (``chatforge.sql_rows``)."""
-    try:
-        key = db_param(Conversation, "id", conversation_id)
-    except ValidationError:
-        return None
-    found = fetch_models(Conversation, f'SELECT {columns(Conversation, "c")} FROM {Conversation._meta.db_table} c '
-                                       'WHERE c."id" = %s AND c."user_id" = %s', [key, user.pk])
-    return found[0] if found else None
+    return _owned(Conversation, user, conversation_id)
 
 
 def _ordered_sql(roles) -> str:
@@ -85,11 +79,21 @@ def runs_of(user: AbstractBaseUser) -> QuerySet[Run]:
 
 
 def run_of(user: AbstractBaseUser, run_id: str) -> Run | None:
-    """The user's run with this id, or None (also for malformed ids)."""
+    """The user's run with this id, or None (also for malformed ids). Fixed
+    SQL: every run socket and SSE stream starts with it (``chatforge.sql_rows``)."""
+    return _owned(Run, user, run_id)
+
+
+def _owned(model, user: AbstractBaseUser, pk):
+    """The row of ``model`` with this primary key if ``user`` owns it, else
+    None (also for malformed keys: "not found", not a server error)."""
     try:
-        return runs_of(user).filter(pk=run_id).first()
-    except (ValueError, ValidationError):  # a malformed id is "not found", not a server error
+        key = db_param(model, "pk", pk)
+    except (ValueError, ValidationError):
         return None
+    found = fetch_models(model, f'SELECT {columns(model, "o")} FROM {model._meta.db_table} o '
+                                'WHERE o."id" = %s AND o."user_id" = %s', [key, user.pk])
+    return found[0] if found else None
 
 
 def ledger_turns(run_id, *, below_iteration: int | None = None, completed_only: bool = False) -> list[LlmTurn]:
