@@ -1,0 +1,60 @@
+"""An LLM worker imports the provider SDKs when it starts, not on its first turn.
+
+The adapters import their SDK lazily (``providers._adapter``), which keeps
+the web process and the tools worker free of them. But importing one takes
+0.5–1.1 s (openai, google-genai, anthropic; measured), and on the LLM worker
+the first turn of each kind paid it — on the gevent pool an import blocks
+the hub, so every turn streaming on that worker stalled with it. A worker
+that consumes the ``llm`` queue therefore imports every adapter in
+``worker_init``: before its pool starts, once per worker (prefork children
+inherit the modules). Embedded mode keeps the lazy import: its worker
+threads share the server process, whose start-up would wait.
+
+Only ``celery.signals`` is imported at module level: ``chatforge/celery.py``
+imports this before Django is set up.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from typing import Any
+
+from celery.signals import worker_init
+
+logger = logging.getLogger(__name__)
+
+LLM_QUEUE = "llm"
+ADAPTER_MODULES = (
+    "orchestration.providers.openai_compat",
+    "orchestration.providers.openai_responses",
+    "orchestration.providers.anthropic_adapter",
+    "orchestration.providers.gemini_adapter",
+    "orchestration.providers.ollama_adapter",
+)
+
+
+def import_provider_sdks() -> float:
+    """Import every provider adapter (and so its SDK); the seconds it took."""
+    started = time.perf_counter()
+    for module in ADAPTER_MODULES:
+        importlib.import_module(module)
+    return time.perf_counter() - started
+
+
+def consumes_llm_queue(worker: Any) -> bool:
+    """Whether the starting worker takes model turns (``-Q`` names the llm
+    queue, or no ``-Q``: every queue)."""
+    queues = getattr(getattr(getattr(worker, "app", None), "amqp", None), "queues", None)
+    return queues is not None and LLM_QUEUE in queues.consume_from
+
+
+@worker_init.connect
+def _import_provider_sdks(sender: Any = None, **_: Any) -> None:
+    from django.conf import settings
+
+    if settings.EMBEDDED or not consumes_llm_queue(sender):
+        return
+    took = import_provider_sdks()
+    logger.info("provider SDKs imported at start-up", extra={"seconds": round(took, 2)})
