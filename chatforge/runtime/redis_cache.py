@@ -16,15 +16,13 @@ from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 class ReusingRedisCacheClient(RedisCacheClient):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._clients: dict[int, object] = {}
+        self._clients: dict[int, object] = {}  # by id() of the pool it uses (pools live as long as this)
 
     def get_client(self, key=None, *, write=False):
-        index = self._get_connection_pool_index(write)
-        client = self._clients.get(index)
+        pool = self._get_connection_pool(write)
+        client = self._clients.get(id(pool))
         if client is None:
-            if index not in self._pools:
-                self._pools[index] = self._pool_class.from_url(self._servers[index], **self._pool_options)
-            client = self._clients[index] = self._client(connection_pool=self._pools[index])
+            client = self._clients[id(pool)] = self._client(connection_pool=pool)
         return client
 
 

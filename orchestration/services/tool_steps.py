@@ -31,7 +31,7 @@ from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
 from chatforge.observability.tracing import step_span
-from chatforge.sql_rows import insert_all, update_where
+from chatforge.sql_rows import db_param, insert_all, update_where
 from tools.executor import ToolResult, execute_tool
 
 from .. import dispatch, events
@@ -173,11 +173,7 @@ RETURNING pending_tool_calls, iteration, cancel_requested
 def _count_off(run_id: str, iteration: int, now) -> tuple[int, int, bool] | None:
     """(calls still pending, the run's iteration now, cancel requested), or
     None when the run has ended or is no longer at this round."""
-    params = [
-        Run._meta.get_field("heartbeat_at").get_db_prep_value(now, connection),
-        Run._meta.pk.get_db_prep_value(uuid.UUID(run_id), connection),
-        iteration,
-    ]
+    params = [db_param(Run, "heartbeat_at", now), db_param(Run, "pk", uuid.UUID(run_id)), iteration]
     with connection.cursor() as cursor:
         cursor.execute(_COUNT_OFF_SQL, params)
         row = cursor.fetchone()
