@@ -117,6 +117,13 @@ def insert_statement(instance: Model) -> tuple[str, list]:
     return sql, params
 
 
+def _mark_saved(instances: Sequence[Model]) -> None:
+    """What ``save()`` leaves on an instance it inserted."""
+    for instance in instances:
+        instance._state.adding = False
+        instance._state.db = DEFAULT_DB_ALIAS
+
+
 def insert_all(*instances: Model) -> None:
     """Insert new instances in order, as ``save()`` would: one statement on
     Postgres (chained data-modifying CTEs, one round trip; foreign keys are
@@ -135,9 +142,7 @@ def insert_all(*instances: Model) -> None:
                 cursor.execute(sql, params)
         if _generated_pk(instances[-1]):
             instances[-1].pk = cursor.fetchone()[0]
-    for instance in instances:
-        instance._state.adding = False
-        instance._state.db = DEFAULT_DB_ALIAS
+    _mark_saved(instances)
 
 
 def insert_rows(instances: Sequence[Model]) -> None:
@@ -157,9 +162,7 @@ def insert_rows(instances: Sequence[Model]) -> None:
         if returning:
             for instance, (pk,) in zip(instances, cursor.fetchall(), strict=True):
                 instance.pk = pk
-    for instance in instances:
-        instance._state.adding = False
-        instance._state.db = DEFAULT_DB_ALIAS
+    _mark_saved(instances)
 
 
 def update_where(model: type[Model], values: dict[str, Any], **where: Any) -> int:
