@@ -9,8 +9,9 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
 
-from .models import Conversation, LlmTurn, Message, Run, ToolInvocation
 from chatforge.sql_rows import as_uuid, columns, db_param, fetch, fetch_models
+
+from .models import Conversation, LlmTurn, Message, Run, ToolInvocation
 
 
 def conversations_of(
@@ -54,7 +55,8 @@ def ordered_messages(conversation_id, *, before: Message | None = None, roles=No
     of its run, whenever it was written (with double-texting, a later user
     message can be stored before the previous run's answer)."""
     params = [db_param(Message, "conversation", conversation_id), *(roles or [])]
-    rows = fetch(Message, _ordered_sql(roles), params)
+    # Each message with the id of the user message it answers (its run's).
+    rows = [(message, as_uuid(answers)) for message, (answers,) in fetch(Message, _ordered_sql(roles), params)]
     created = {message.pk: message.created_at for message, _ in rows}
 
     def position(message: Message, answers: UUID | None) -> tuple:
@@ -62,8 +64,7 @@ def ordered_messages(conversation_id, *, before: Message | None = None, roles=No
             return (created[answers], 1, message.created_at)
         return (message.created_at, 0, message.created_at)
 
-    keyed = sorted(((position(m, as_uuid(answers)), m, as_uuid(answers)) for m, (answers,) in rows),
-                   key=lambda item: item[0])
+    keyed = sorted(((position(m, answers), m, answers) for m, answers in rows), key=lambda item: item[0])
     if before is not None:
         limit = (before.created_at, 1, before.created_at)
         keyed = [item for item in keyed if item[0] < limit and item[2] != before.pk]

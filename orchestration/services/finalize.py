@@ -12,10 +12,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
-from chatforge.sql_rows import columns, db_param, fetch, insert_all, update_where
 from chatforge.conversations.selectors import ledger_invocations, ledger_turns
-
 from chatforge.observability import record
+from chatforge.sql_rows import columns, db_param, fetch, insert_all, update_where
 
 from .. import dispatch, events
 from ..rounds import run_rounds

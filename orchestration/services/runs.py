@@ -16,13 +16,13 @@ from django.utils import timezone
 from chatforge.catalog.models import Assistant
 from chatforge.llm.routing import missing_key_message
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
-from chatforge.sql_rows import as_uuid, db_param, insert_all
 from chatforge.conversations.selectors import ordered_messages
 from chatforge.errors import (IdempotencyKeyReused, InvalidRequest, RunActive, TokenBudgetExhausted,
                              TooManyActiveRuns, UnknownTool)
 
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
+from chatforge.sql_rows import as_uuid, db_param, insert_all
 
 from .. import dispatch
 from ..providers import DEMO_MODEL
