@@ -29,6 +29,7 @@ from django.utils import timezone
 from chatforge.celery import app
 from chatforge.conversations.models import Run
 from chatforge.observability import record
+from chatforge.observability.tracing import in_run_trace, tracing_enabled
 
 from .scheduling.limits import current_limits
 from .scheduling.slots import Admitted, StepSlot, call_slot, scheduler, turn_slot
@@ -49,9 +50,10 @@ def _mark_for_redispatch(run_id: str) -> None:
         logger.exception("run %s: could not mark it for re-sending", run_id)
 
 
-def _send(run_id: str, task: str, args: list) -> None:
+def _send(run_id: str, task: str, args: list, trace_parent: str) -> None:
     try:
-        app.send_task(task, args=args)
+        with in_run_trace(trace_parent):
+            app.send_task(task, args=args)
     except Exception as exc:  # kombu OperationalError, redis errors: the broker is unreachable
         logger.warning("run %s: enqueueing %s failed (%s: %s); the sweeper will send it again",
                        run_id, task, type(exc).__name__, exc)
@@ -78,7 +80,7 @@ def _admit_and_send_after_commit(run: Run, task: str, args: list, slot: StepSlot
             _mark_for_redispatch(run_id)
             return
         if admitted:
-            _send(run_id, task, args)
+            _send(run_id, task, args, run.trace_parent)
         else:
             record.step_parked(task)
             logger.info("run %s: %s waits for a free slot of %s", run_id, task,
@@ -110,8 +112,19 @@ def _send_admitted(admitted: list[Admitted]) -> None:
                            status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).update(heartbeat_at=timezone.now())
     except DatabaseError:
         logger.warning("could not touch the runs of %d steps leaving the line", len(admitted))
+    trace_parents = _trace_parents({step.run_id for step in admitted})
     for step in admitted:
-        _send(step.run_id, step.task, step.args)
+        _send(step.run_id, step.task, step.args, trace_parents.get(step.run_id, ""))
+
+
+def _trace_parents(run_ids: set[str]) -> dict[str, str]:
+    """The runs' stored traceparents (asked only when tracing is on)."""
+    if not tracing_enabled():
+        return {}
+    try:
+        return {str(pk): parent for pk, parent in Run.objects.filter(pk__in=run_ids).values_list("pk", "trace_parent")}
+    except DatabaseError:
+        return {}  # sent all the same, each in a trace of its own
 
 
 def step_ended(step_id: str, *, unless: Callable[[], bool] | None = None) -> None:

@@ -135,7 +135,7 @@ def run_finalize(
         _publish_terminal(run, str(message.id))
         # Runs posted while this one was active (double-texting) start now.
         if run.has_waiting_runs:
-            for waiting in _waiting_runs(run_id).only("id", "user_id", "options", "created_at"):
+            for waiting in _waiting_runs(run_id).only("id", "user_id", "options", "created_at", "trace_parent"):
                 dispatch.llm_turn(waiting, 0)
     logger.info("run %s ended: %s", run_id, outcome.value)
 

@@ -22,6 +22,7 @@ from chatforge.errors import (IdempotencyKeyReused, InvalidRequest, RunActive, T
 
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
+from chatforge.observability.tracing import current_trace_parent
 from chatforge.sql_rows import as_uuid, db_param, insert_all
 
 from .. import dispatch
@@ -348,6 +349,7 @@ def _run_create(
             blocked_by=active,
             idempotency_key=idempotency_key,
             continued_rounds=continued_rounds,
+            trace_parent=current_trace_parent(),
         )
         # The three rows in one statement (the ORM would send three).
         insert_all(message, run, LlmTurn(run=run, iteration=0, offered_tools=stored_options["max_iterations"] > 0))

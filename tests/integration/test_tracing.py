@@ -1,7 +1,9 @@
 """Traces across real processes: with CHATFORGE_OTLP_ENDPOINT set, one run
 is one trace — the web request that posted it, each Celery task on both
 workers (the W3C context travels in the task headers), each model call and
-each tool call — exported over OTLP/HTTP to a collector on loopback."""
+each tool call — exported over OTLP/HTTP to a collector on loopback. A
+step sent from outside its run's trace (another run's step letting it go,
+the sweeper) is still sent under its own run's trace."""
 
 from __future__ import annotations
 
@@ -32,7 +34,11 @@ def traced_stack(django_db_blocker, fake_llm):
                                       # Default leases, not the fast-recovery ones: on a loaded
                                       # machine a step queued for 2 s was re-sent by the sweeper,
                                       # whose message starts a trace of its own.
-                                      "CHATFORGE_HEARTBEAT_S": "10", "CHATFORGE_RUN_STALL_S": "60"}) as stack:
+                                      "CHATFORGE_HEARTBEAT_S": "10", "CHATFORGE_RUN_STALL_S": "60",
+                                      # One running step per user: a second run's first turn
+                                      # waits in fair scheduling's line and is sent by the
+                                      # first run's step as it ends.
+                                      "CHATFORGE_USER_MAX_RUNNING_STEPS": "1"}) as stack:
             yield stack, collector
     finally:
         collector.stop()
@@ -71,3 +77,39 @@ def test_a_run_is_one_trace_across_the_web_process_and_both_workers(traced_stack
     assert tool.attributes["chatforge.tool"] == "echo" and tool.service == "chatforge-worker"
     web = [(s.name, s.trace_id == trace_id) for s in collector.received() if s.service == "chatforge-web"]
     assert any(s.service == "chatforge-web" and s.name.startswith("POST") for s in spans), web
+
+
+def test_steps_sent_by_another_run_stay_in_their_own_runs_trace(traced_stack, fake_llm, make_user):
+    """Run ``b``'s first turn waits in line behind ``a``'s (one running step
+    per user) and is sent by ``a``'s turn as it ends; run ``c`` was posted
+    behind ``a`` in the same conversation (on_active=enqueue) and is sent by
+    ``a``'s finalize. Each is still one trace of its own, rooted at the
+    request that posted it."""
+    stack, collector = traced_stack
+    fake_llm.add_script("slow", [Reply(text="A.", delay_s=1.5)])
+    fake_llm.add_script("parked", [Reply(text="B.")])
+    fake_llm.add_script("queued", [Reply(text="C.")])
+    _, token = make_user()
+    api = ApiClient(stack.http_url, token)
+    first = api.new_conversation()
+    a = api.post_message(first, "a", model="slow")["run_id"]
+    b = api.post_message(api.new_conversation(), "b", model="parked")["run_id"]
+    c = api.post_message(first, "c", model="queued", on_active="enqueue")["run_id"]
+    for run_id in (a, b, c):
+        assert follow_run(stack.ws_url, run_id, token)[-1]["type"] == "run.completed", stack.logs()
+
+    def trace_of(run_id: str) -> set[str]:
+        return {s.trace_id for s in collector.received()
+                if s.name == "llm.call" and s.attributes.get("chatforge.run_id") == run_id}
+
+    wait_for(lambda: all(trace_of(run_id) for run_id in (a, b, c)), timeout=30, what="each run's model call span")
+    traces = {run_id: trace_of(run_id) for run_id in (a, b, c)}
+    assert all(len(ids) == 1 for ids in traces.values()), traces
+    assert len(set.union(*traces.values())) == 3, traces  # three runs, three traces
+
+    def has_its_request(trace_id: str) -> bool:
+        return any(s.trace_id == trace_id and s.service == "chatforge-web" and s.name.startswith("POST")
+                   for s in collector.received())
+
+    wait_for(lambda: all(has_its_request(next(iter(ids))) for ids in traces.values()), timeout=30,
+             what="the request that posted each run, in that run's trace")

@@ -69,6 +69,11 @@ class Run(models.Model):
     # own tools (compact rounds, as on ``Message.tool_rounds``; docs/decisions/
     # 0016-client-tools-end-the-run.md). Empty for every other run.
     continued_rounds = models.JSONField(default=list, blank=True)
+    # The W3C traceparent of the request that posted the run (blank when
+    # tracing is off): a step sent from outside the run's own trace — by the
+    # sweeper, by the run it waited behind, from fair scheduling's line — is
+    # sent under it, so one run stays one trace (observability/tracing.py).
+    trace_parent = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]
