@@ -27,8 +27,10 @@ from __future__ import annotations
 import math
 import os
 import re
+import socket
 import subprocess
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -271,14 +273,38 @@ class Monitor:
         return self
 
     def stop(self) -> list[str]:
+        """Every line of the commands sent before this call. The server
+        feeds a monitor asynchronously, so the last lines may still be on
+        their way: an end mark is sent and waited for before redis-cli is
+        stopped (it and any line after it are left out)."""
         if self._popen is not None:
+            self._drain()
             self._popen.terminate()
             self._popen.wait(10)
         if self._out is not None:
             self._out.close()
         lines = self.path.read_text(errors="replace").splitlines()
         self.path.unlink(missing_ok=True)  # megabytes per run
-        return lines
+        end = next((i for i, line in enumerate(lines) if self._END_MARK in line), len(lines))
+        return lines[:end]
+
+    _END_MARK = "chatforge-monitor-end"
+
+    def _drain(self, timeout_s: float = 10.0) -> None:
+        # A bare socket: a client library would send its handshake first,
+        # on a connection nobody owns.
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as mark:
+            mark.sendall(f"ECHO {self._END_MARK}\r\n".encode())
+            mark.recv(64)
+        deadline = time.monotonic() + timeout_s
+        with open(self.path, "rb") as feed:
+            seen = b""
+            while self._END_MARK.encode() not in seen and time.monotonic() < deadline:
+                chunk = feed.read()
+                if chunk:
+                    seen = seen[-len(self._END_MARK):] + chunk
+                else:
+                    time.sleep(0.01)
 
 
 def _process_tree(pid: int, children: dict[int, list[int]]) -> list[int]:
