@@ -6,7 +6,7 @@ process, so any ASGI server gives a working ChatForge with no other process.
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatforge.settings")
 
@@ -14,7 +14,11 @@ from chatforge.observability.tracing import configure_tracing  # noqa: E402
 
 # Before the application is built: the Django instrumentation adds its middleware.
 configure_tracing("chatforge-web", instrument_django=True)
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # what get_asgi_application() does before building its handler
+
+from chatforge.runtime.asgi_handler import OneHopASGIHandler  # noqa: E402
+
+django_asgi_app = OneHopASGIHandler()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.conf import settings  # noqa: E402

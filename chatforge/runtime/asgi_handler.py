@@ -1,0 +1,58 @@
+"""Django's ASGI handler, with one thread hop per request to a sync view.
+
+Under ASGI, Django runs its middleware chain in async mode, and every
+``MiddlewareMixin`` middleware (sessions, CSRF, auth, messages, security,
+CSP, …) hops to the request's thread and back for its ``process_request``
+and again for its ``process_response``: about fifteen hops for one API
+request, which cost more CPU than the request's own work (measured on
+/healthz through uvicorn: 3.6–5.5 ms of server CPU per request with Django's
+handler, 2.2–2.5 ms with the chain run in sync mode; docs/performance.md).
+
+Most of our views are sync (DRF, the admin, the pages), so this handler
+builds the chain twice: a sync chain, entered with a single hop to the
+request's thread, for sync views; and Django's own async chain for async
+views (the streaming endpoints and /v1), which must not hold a thread while
+they wait on a run. Which one a request takes is decided by its URL's view,
+the same test Django applies to run a view (``iscoroutinefunction``). The
+middleware are the same in both chains, so a request sees the same
+behaviour either way.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.conf import settings
+from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.base import BaseHandler
+from django.http import HttpRequest, HttpResponseBase
+from django.urls import Resolver404, get_resolver, set_urlconf
+from django.utils.log import log_response
+
+
+class OneHopASGIHandler(ASGIHandler):
+    def __init__(self) -> None:
+        super().__init__()  # Django's async chain
+        # The sync chain lives on a handler of its own: the innermost step
+        # of a chain reads its handler's view and exception middleware,
+        # which each mode adapts differently.
+        sync_handler = BaseHandler()
+        sync_handler.load_middleware(is_async=False)
+        self._sync_chain = sync_to_async(sync_handler._middleware_chain, thread_sensitive=True)
+
+    def _chain_for(self, request: HttpRequest):
+        try:
+            view = get_resolver().resolve(request.path_info).func
+        except Resolver404:
+            return self._sync_chain  # the 404 (or the trailing-slash redirect) is answered in sync mode
+        return self._middleware_chain if iscoroutinefunction(view) else self._sync_chain
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        """Django's own, with the chain this request's view needs."""
+        set_urlconf(settings.ROOT_URLCONF)
+        response = await self._chain_for(request)(request)
+        response._resource_closers.append(request.close)
+        if response.status_code >= 400:
+            await sync_to_async(log_response, thread_sensitive=False)(
+                "%s: %s", response.reason_phrase, request.path, response=response, request=request,
+            )
+        return response

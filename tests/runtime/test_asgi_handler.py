@@ -1,0 +1,91 @@
+"""The ASGI handler runs a sync view's middleware in sync mode (one thread
+hop for the whole request) and an async view's in Django's async chain (the
+view runs on the event loop, holding no thread while it waits)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from asgiref.testing import ApplicationCommunicator
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.test import override_settings
+from django.urls import path
+from django.utils.deprecation import MiddlewareMixin
+
+from chatforge.runtime.asgi_handler import OneHopASGIHandler
+
+seen: list[tuple[str, object]] = []
+
+
+class Recording(MiddlewareMixin):
+    """Notes the mode its chain runs it in and the thread of each hook."""
+
+    def process_request(self, request: HttpRequest) -> None:
+        seen.append(("async_mode", self.async_mode))
+        seen.append(("process_request", threading.get_ident()))
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        seen.append(("process_response", threading.get_ident()))
+        return response
+
+
+def sync_view(request: HttpRequest) -> HttpResponse:
+    seen.append(("view", threading.get_ident()))
+    return JsonResponse({"view": "sync"})
+
+
+async def async_view(request: HttpRequest) -> HttpResponse:
+    seen.append(("view", threading.get_ident()))
+    await asyncio.sleep(0)
+    return JsonResponse({"view": "async"})
+
+
+urlpatterns = [path("sync/", sync_view), path("async/", async_view)]
+
+
+async def get(handler: OneHopASGIHandler, url: str) -> tuple[int, bytes]:
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": url, "raw_path": url.encode(), "query_string": b"", "root_path": "", "headers": [],
+             "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}
+    app = ApplicationCommunicator(handler, scope)
+    await app.send_input({"type": "http.request", "body": b"", "more_body": False})
+    start = await app.receive_output(5)
+    body = await app.receive_output(5)
+    await app.wait(5)
+    return start["status"], body["body"]
+
+
+@pytest.fixture
+def handler():
+    with override_settings(ROOT_URLCONF=__name__, MIDDLEWARE=[f"{__name__}.Recording"]):
+        seen.clear()
+        yield OneHopASGIHandler()
+
+
+def hooks() -> dict[str, object]:
+    return dict(seen)
+
+
+@pytest.mark.asyncio
+async def test_a_sync_views_middleware_runs_in_sync_mode_in_the_views_thread(handler):
+    assert await get(handler, "/sync/") == (200, b'{"view": "sync"}')
+    ran = hooks()
+    assert ran["async_mode"] is False
+    assert ran["process_request"] == ran["view"] == ran["process_response"] != threading.get_ident()
+
+
+@pytest.mark.asyncio
+async def test_an_async_view_runs_on_the_event_loop_behind_the_async_chain(handler):
+    assert await get(handler, "/async/") == (200, b'{"view": "async"}')
+    ran = hooks()
+    assert ran["async_mode"] is True
+    assert ran["view"] == threading.get_ident()  # the loop's thread: no thread is held while it waits
+
+
+@pytest.mark.asyncio
+async def test_a_path_with_no_view_is_answered_through_the_sync_chain(handler):
+    status, _ = await get(handler, "/nowhere/")
+    assert status == 404
+    assert hooks()["async_mode"] is False
