@@ -18,6 +18,12 @@ CHATFORGE_LLM_HARD_TIME_LIMIT_S: int = env.int("CHATFORGE_LLM_HARD_TIME_LIMIT_S"
 _LONGEST_HARD_LIMIT = max(CHATFORGE_TOOL_HARD_TIME_LIMIT_S, CHATFORGE_LLM_HARD_TIME_LIMIT_S)
 
 CELERY_BROKER_URL: str = "memory://" if EMBEDDED else REDIS_URL
+# Kombu's Redis transport, reusing one client per channel for sending
+# (chatforge/runtime/broker_transport.py). Plain redis:// only: TLS and
+# Sentinel URLs keep kombu's own transports.
+CELERY_BROKER_TRANSPORT: str | None = (
+    "chatforge.runtime.broker_transport:Transport" if CELERY_BROKER_URL.startswith("redis://") else None
+)
 CELERY_TASK_IGNORE_RESULT = True  # results live in Postgres, not in a result backend
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_SERIALIZER = "json"
