@@ -24,9 +24,14 @@ def current() -> trace.SpanContext:
     return trace.get_current_span().get_span_context()
 
 
-def test_a_step_sent_from_another_trace_is_sent_under_the_request_that_posted_the_run():
+def posted_run() -> tuple[trace.Span, str]:
+    """The request that posted a run (ended), and the traceparent the run keeps."""
     with tracer.start_as_current_span("POST /api/conversations/…/messages/") as request:
-        stored = traceparent_of(request)
+        return request, traceparent_of(request)
+
+
+def test_a_step_sent_from_another_trace_is_sent_under_the_request_that_posted_the_run():
+    request, stored = posted_run()
     with tracer.start_as_current_span("run/chatforge.sweep_stalled_runs") as sweep:
         with in_run_trace(stored):
             assert current().trace_id == request.get_span_context().trace_id
@@ -35,16 +40,14 @@ def test_a_step_sent_from_another_trace_is_sent_under_the_request_that_posted_th
 
 
 def test_a_step_sent_by_a_step_of_the_same_run_keeps_that_step_as_its_parent():
-    with tracer.start_as_current_span("POST") as request:
-        stored = traceparent_of(request)
-        with tracer.start_as_current_span("run/chatforge.llm_turn") as turn:
-            with in_run_trace(stored):
-                assert current().span_id == turn.get_span_context().span_id
+    request, stored = posted_run()
+    with tracer.start_as_current_span("run/chatforge.llm_turn", context=trace.set_span_in_context(request)) as turn:
+        with in_run_trace(stored):
+            assert current().span_id == turn.get_span_context().span_id
 
 
 def test_a_step_sent_with_nothing_traced_is_sent_under_the_run():
-    with tracer.start_as_current_span("POST") as request:
-        stored = traceparent_of(request)
+    request, stored = posted_run()
     with in_run_trace(stored):
         assert current().trace_id == request.get_span_context().trace_id
     assert not current().is_valid
