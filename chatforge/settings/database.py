@@ -104,6 +104,19 @@ else:
             )
         }
 
+    # The engine's fixed statements (a step's claim, its record, the POST's
+    # inserts: chatforge/sql_rows.py) are prepared on the server once per
+    # connection instead of planned on every execution. Turn off behind a
+    # pooler that cannot keep prepared statements (PgBouncer in transaction
+    # mode before 1.21, or without max_prepared_statements).
+    DATABASE_PREPARED_STATEMENTS: bool = env.bool("DATABASE_PREPARED_STATEMENTS", default=True)
+    if DATABASE_PREPARED_STATEMENTS:
+        # Django turns psycopg's prepared statements off (threshold None). A
+        # threshold turns them on for the connection; only statements sent
+        # with prepare=True (fixed_sql_cursor) are prepared, since the ORM's
+        # cursors bind on the client and never prepare, so it is never reached.
+        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 1_000_000
+
     # A host that vanishes mid-transaction (its link cut, its machine gone)
     # sends no COMMIT and no FIN: without these, Postgres keeps its session
     # "idle in transaction", holding the rows it locked (a step's row, its

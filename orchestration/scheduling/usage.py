@@ -22,6 +22,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from chatforge.scheduling.models import UsageCounter, next_period_start, period_start
+from chatforge.sql_rows import fixed_sql_cursor
 
 from .limits import current_limits
 
@@ -50,7 +51,7 @@ def _count(user_id: int, kind: str, amount: int, *, below: int | None = None) ->
         if below <= 0:
             return None
         params.append(below)
-    with connection.cursor() as cursor:
+    with fixed_sql_cursor() as cursor:
         cursor.execute(_COUNT_SQL.format(ceiling=ceiling), params)
         row = cursor.fetchone()
     return None if row is None else int(row[0])

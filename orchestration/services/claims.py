@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from chatforge.accounts.models import UserSecret
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
-from chatforge.sql_rows import columns, load_next, load_optional
+from chatforge.sql_rows import columns, fixed_sql_cursor, load_next, load_optional
 from chatforge.llm.models import LanguageModel, Provider
 from chatforge.llm.routing import RouteRows
 
@@ -170,7 +170,7 @@ def _claim_returning(step_model, key_field: str, key, run_id: str, *, with_messa
         ){marking}
         SELECT {", ".join(selected)} FROM claimed {joins}
     """
-    with connection.cursor() as cursor:
+    with fixed_sql_cursor() as cursor:
         cursor.execute(sql, {"now": now, "expired": expired, "run": run_id, "key": key,
                              "worker": current_worker_name()})
         row = cursor.fetchone()

@@ -23,7 +23,7 @@ from chatforge.errors import (IdempotencyKeyReused, InvalidRequest, RunActive, T
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
 from chatforge.observability.tracing import current_trace_parent
-from chatforge.sql_rows import as_uuid, db_param, insert_all
+from chatforge.sql_rows import as_uuid, db_param, fixed_sql_cursor, insert_all
 
 from .. import dispatch
 from ..providers import DEMO_MODEL
@@ -164,7 +164,7 @@ def _active_run_in(conversation: Conversation, user: AbstractBaseUser) -> Run | 
     """The conversation's active run (the newest), after checking the user's
     cap on active runs, from one query of the user's active runs (fixed
     SQL: every POST makes it; see ``chatforge.sql_rows``)."""
-    with connection.cursor() as cursor:
+    with fixed_sql_cursor() as cursor:
         cursor.execute(
             f'SELECT "id", "conversation_id" FROM {Run._meta.db_table} '
             'WHERE "user_id" = %s AND "status" IN (%s, %s) ORDER BY "created_at" DESC',
@@ -188,7 +188,7 @@ def _touch_conversation(conversation: Conversation, *, now, title: str) -> None:
     """Its new activity time, and a title from the first message. Posts to
     one conversation are decided one at a time: this UPDATE locks the
     conversation's row until the transaction ends."""
-    with connection.cursor() as cursor:
+    with fixed_sql_cursor() as cursor:
         cursor.execute(
             f'UPDATE {Conversation._meta.db_table} SET "updated_at" = %s, '
             '"title" = CASE WHEN "title" = \'\' THEN %s ELSE "title" END WHERE "id" = %s',

@@ -23,7 +23,7 @@ import time
 import uuid
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -31,7 +31,7 @@ from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
 from chatforge.observability.tracing import step_span
-from chatforge.sql_rows import db_param, insert_all, update_where
+from chatforge.sql_rows import db_param, fixed_sql_cursor, insert_all, update_where
 from tools.executor import ToolResult, execute_tool
 
 from .. import dispatch, events
@@ -174,7 +174,7 @@ def _count_off(run_id: str, iteration: int, now) -> tuple[int, int, bool] | None
     """(calls still pending, the run's iteration now, cancel requested), or
     None when the run has ended or is no longer at this round."""
     params = [db_param(Run, "heartbeat_at", now), db_param(Run, "pk", uuid.UUID(run_id)), iteration]
-    with connection.cursor() as cursor:
+    with fixed_sql_cursor() as cursor:
         cursor.execute(_COUNT_OFF_SQL, params)
         row = cursor.fetchone()
     if row is None:
