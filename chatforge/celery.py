@@ -14,7 +14,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatforge.settings")
 # GuardedTask: acknowledging a message whose broker connection was lost is
 # logged, not raised (chatforge/runtime/broker_guard.py, decision 0011).
 app = Celery("chatforge", include=["orchestration.tasks"], task_cls="chatforge.runtime.broker_guard:GuardedTask")
-app.config_from_object("django.conf:settings", namespace="CELERY")
+# Django's CELERY_* settings, copied into a plain mapping when Celery first
+# reads its configuration (chatforge/runtime/celery_config.py).
+app.config_from_object("chatforge.runtime.celery_config:CELERY", namespace="CELERY")
 
 import chatforge.runtime.db_connections  # noqa: E402,F401  (task DB connection lifecycle)
 import chatforge.observability.celery_metrics  # noqa: E402,F401  (queue wait, the worker's metrics port)

@@ -40,8 +40,9 @@ def test_a_fixed_statement_is_prepared_once_and_reused():
 
 
 def test_the_orm_does_not_prepare():
-    list(Run.objects.filter(status="running"))
-    assert not any("conversations_run" in text for text in prepared_texts())
+    list(Run.objects.filter(status="running").only("id"))
+    # The ORM's statement, as it writes it; nothing prepared matches it.
+    assert not any('"conversations_run"."status"' in text for text in prepared_texts())
 
 
 def test_switched_off_nothing_is_prepared(settings):
