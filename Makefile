@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt co
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install services browser screenshots bench bench-load bench-fairness lock worker-llm worker-tools beat chat
+.PHONY: run test install services browser screenshots bench bench-timeline bench-load bench-fairness lock worker-llm worker-tools beat chat
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,11 @@ lock:
 ## Benchmarks (results are written to docs/performance.md)
 bench: install services
 	$(PY) -m bench.run
+
+## Where one run's time goes: a timeline of its segments and its costliest
+## statements, 30 runs one at a time (~1 minute; printed, see docs/performance.md)
+bench-timeline: install
+	$(PY) -m bench.timeline --runs 30
 
 ## Fair scheduling: a user's backlog of 200 runs against another user's 5, with
 ## and without per-user caps, on private Postgres and Redis (~2 minutes)

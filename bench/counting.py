@@ -58,11 +58,14 @@ PG_SETTINGS = (
 
 
 @contextmanager
-def counting_postgres(*, max_connections: int = 200) -> Iterator[PrivatePostgres]:
-    """A private Postgres cluster with ``pg_stat_statements`` loaded."""
+def counting_postgres(*, max_connections: int = 200, track_planning: bool = False) -> Iterator[PrivatePostgres]:
+    """A private Postgres cluster with ``pg_stat_statements`` loaded;
+    ``track_planning``: it also counts each statement's plans and their time."""
     server = PrivatePostgres(max_connections=max_connections).init()
     with open(server.data / "postgresql.conf", "a") as conf:
         conf.write(PG_SETTINGS)
+        if track_planning:
+            conf.write("pg_stat_statements.track_planning = on\n")
     try:
         server.start()
         yield server
