@@ -18,6 +18,11 @@ app = Celery("chatforge", include=["orchestration.tasks"], task_cls="chatforge.r
 # reads its configuration (chatforge/runtime/celery_config.py).
 app.config_from_object("chatforge.runtime.celery_config:CELERY", namespace="CELERY")
 
+from chatforge.runtime.buffered_task_events import BufferTaskEvents  # noqa: E402
+
+# The gevent worker sends its task events in batches, after the task starts.
+app.steps["consumer"].add(BufferTaskEvents)
+
 import chatforge.runtime.db_connections  # noqa: E402,F401  (task DB connection lifecycle)
 import chatforge.observability.celery_metrics  # noqa: E402,F401  (queue wait, the worker's metrics port)
 import chatforge.observability.log_context  # noqa: E402,F401  (task_id, run_id, … on every log line of a task)
