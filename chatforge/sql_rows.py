@@ -11,8 +11,8 @@ the caller picks by ``connection.vendor``.
 
 On Postgres these statements are also prepared on the server
 (``fixed_sql_cursor``): planning the engine's joined statements cost more
-than running them (the turn's claim: 1.5–2.8 ms of planning against
-0.3–0.7 ms of execution, from ``pg_stat_statements``), and a prepared
+than running them (the turn's claim: 1.0–2.8 ms of planning against
+0.2–0.7 ms of execution, from ``pg_stat_statements``), and a prepared
 statement is planned once per connection.
 """
 

@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chatforge.catalog.models import Assistant

@@ -71,7 +71,9 @@ def test_each_step_task_is_received_started_and_succeeded_in_batches(stack, fake
             return True
 
         wait_for(a_run_seen_whole, timeout=60, what="one run's task events, all of them")
-        receiver.should_stop = True
+        receiver.should_stop = True  # looked at every second, event or not
+        listening.join(timeout=10)
+        assert not listening.is_alive()
 
     hosts = {host.split("@")[0]: kinds for host, kinds in receiver.carried_by.items()}
     assert hosts["llm"] == {"batch"}  # the gevent worker: never one message per event
