@@ -40,6 +40,7 @@ def test_distributed_mode_pools_connections_by_default():
     pool = db["OPTIONS"]["pool"]
     assert (pool["min_size"], pool["max_size"], pool["timeout"]) == (1, 10, 10.0)
     assert pool["reconnect_timeout"] == pool["timeout"]
+    assert db["ENGINE"] == "chatforge.db.postgresql"  # its pool skips the check of a connection just given back
 
 
 def test_pool_sizes_come_from_the_environment():
@@ -51,6 +52,7 @@ def test_pool_sizes_come_from_the_environment():
 
 def test_without_the_pool_connections_persist_as_before():
     db = database_settings(**DISTRIBUTED, DATABASE_POOL="false", DATABASE_CONN_MAX_AGE="30")
+    assert db["ENGINE"] == "django.db.backends.postgresql"  # ours only changes the pool
     assert "pool" not in db["OPTIONS"]
     assert db["CONN_MAX_AGE"] == 30
     assert db["CONN_HEALTH_CHECKS"] is False

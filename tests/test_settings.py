@@ -24,7 +24,7 @@ def test_distributed_with_both_urls():
     result = run_python(base_env(DATABASE_URL="postgres://u@127.0.0.1:5432/x", REDIS_URL="redis://127.0.0.1:6379/3",
                                  DJANGO_SECRET_KEY="s" * 40, CHATFORGE_SECRET_KEYS=TEST_SECRET_KEYS))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["distributed", "redis://127.0.0.1:6379/3", "django.db.backends.postgresql"]
+    assert result.stdout.split() == ["distributed", "redis://127.0.0.1:6379/3", "chatforge.db.postgresql"]  # Django's, with its pool's check (chatforge/db)
 
 
 def test_production_refuses_to_start_without_a_secret_key():

@@ -92,6 +92,9 @@ else:
             )
         }
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = _pool
+        # Django's backend, with a pool that skips the borrow check for a
+        # connection given back moments ago (chatforge/db/postgresql/base.py).
+        DATABASES["default"]["ENGINE"] = "chatforge.db.postgresql"
     else:
         # Persistent connections, one per thread (the behaviour before pooling).
         DATABASES = {

@@ -1,0 +1,1 @@
+"""Database backends of our own (selected in chatforge/settings/database.py)."""
