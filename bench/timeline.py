@@ -36,6 +36,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import httpx
+import psycopg
+
 from bench.run import (
     DB_NAME,
     Sequential,
@@ -51,9 +54,6 @@ from bench.run import (
 )
 from bench.scenarios import tool_rounds
 from bench.timed_provider import Request
-
-import httpx
-import psycopg
 
 WARM_UP_RUNS = 3
 
