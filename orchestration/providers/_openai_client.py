@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx2
 import openai
 
+from .connection_reuse import drain_on_close
 from .shared_http import shared_http_client
 
 # The SDK refuses an empty key, and falling back to OPENAI_API_KEY would send
@@ -34,9 +36,15 @@ def openai_client(
         api_key=api_key or PLACEHOLDER_API_KEY,
         timeout=openai.Timeout(timeout_s, connect=connect_timeout_s, read=idle_timeout_s),
         max_retries=max_retries,
-        http_client=shared_http_client("openai", openai.DefaultHttpxClient),
+        http_client=shared_http_client("openai", _http_client),
     )
     return client, openai.Timeout(timeout_s, connect=connect_timeout_s)
+
+
+def _http_client() -> openai.DefaultHttpxClient:
+    """The SDK's default HTTP client, keeping its connection after a stream
+    that stopped at ``[DONE]`` (connection_reuse.py)."""
+    return openai.DefaultHttpxClient(event_hooks={"response": [drain_on_close(httpx2)]})
 
 
 def as_built_body(params: dict[str, Any]) -> dict[str, Any]:

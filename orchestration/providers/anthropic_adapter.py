@@ -78,6 +78,7 @@ from orchestration.providers.base import (
     TurnRequest,
     TurnResult,
 )
+from orchestration.providers.connection_reuse import drain_on_close
 from orchestration.providers.failures import logged_failure
 from orchestration.providers.sampling import forced_tool, stop_sequences
 from orchestration.providers.shared_http import shared_http_client
@@ -108,6 +109,12 @@ RETIRED_TOOL_DESCRIPTION = "Not available in this turn."
 # What a call can fail with: the SDK's errors, the transport's errors while a
 # stream is read (the SDK does not wrap those), and a malformed ``data:`` line.
 CALL_FAILURES = (anthropic.AnthropicError, httpx2.HTTPError, json.JSONDecodeError)
+
+
+def _http_client() -> anthropic.DefaultHttpxClient:
+    """The SDK's default HTTP client, keeping its connection after a stream
+    closed before the end of its body (connection_reuse.py)."""
+    return anthropic.DefaultHttpxClient(event_hooks={"response": [drain_on_close(httpx2)]})
 
 
 class AnthropicProvider:
@@ -143,7 +150,7 @@ class AnthropicProvider:
             api_key=api_key or PLACEHOLDER_API_KEY,
             timeout=self._stream_timeout,
             max_retries=0,
-            http_client=shared_http_client("anthropic", anthropic.DefaultHttpxClient),
+            http_client=shared_http_client("anthropic", _http_client),
         )
         host = urlsplit(base_url).hostname or base_url
         self._where = "Anthropic" if host == DEFAULT_HOST else f"Anthropic API at {base_url}"

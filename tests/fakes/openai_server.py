@@ -68,6 +68,7 @@ class Reply:
     drop_mid_stream: bool = False  # some content, then the connection is cut
     malformed_mid_stream: bool = False  # some content, then an event whose data is not JSON
     stall_s: float = 0.0  # some content, then nothing for this long, then the rest
+    linger_s: float = 0.0  # after the last event, this long before the body ends (the stream stays open)
     byte_chunk_size: int | None = None  # write the stream in pieces of this many bytes (splits anywhere)
     tool_call_style: Literal["openai", "ollama"] = "openai"  # ollama: every call whole, all at index 0
 
@@ -875,6 +876,7 @@ class _Handler(ScriptedHandler[FakeOpenAIServer]):
                 events = [_data_event(c) for c in turn.chunks(include_usage=include_usage)]
                 events.append(b"data: [DONE]\n\n")
                 self._send_with_stall(events, len(events) // 2, reply)
+                time.sleep(reply.linger_s)
             self._write_http_chunk(b"")
         except ClientGone:
             self.fake._note_disconnect()
@@ -903,6 +905,7 @@ class _Handler(ScriptedHandler[FakeOpenAIServer]):
                 if stored_history is not None:
                     self.fake._store(turn.response_id, stored_history)
                 self._send_with_stall(_named_events(payloads), cut, reply)
+                time.sleep(reply.linger_s)
             self._write_http_chunk(b"")
         except ClientGone:
             self.fake._note_disconnect()

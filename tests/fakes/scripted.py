@@ -47,6 +47,7 @@ class ScriptedServer:
         self._requests: list[Any] = []
         self._headers: list[dict[str, str]] = []
         self._disconnects = 0
+        self._connections = 0
         # reset() starts a new generation; a request records the generation it
         # began in (per handler thread), so a stream of an earlier test that is
         # abandoned after the reset is not counted against the next test.
@@ -110,6 +111,7 @@ class ScriptedServer:
             self._requests.clear()
             self._headers.clear()
             self._disconnects = 0
+            self._connections = 0
             self._generation += 1
             self._reset_more()
 
@@ -121,6 +123,13 @@ class ScriptedServer:
         """Streams the client abandoned before the end (cancellation)."""
         with self._lock:
             return self._disconnects
+
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted since the last reset (a client that keeps
+        its connections alive opens one for many requests)."""
+        with self._lock:
+            return self._connections
 
     @property
     def models(self) -> list[str]:
@@ -143,6 +152,10 @@ class ScriptedServer:
             self._requests.append(copy.deepcopy(entry))
             if headers is not None:
                 self._headers.append(headers)
+
+    def _note_connection(self) -> None:
+        with self._lock:
+            self._connections += 1
 
     def _note_disconnect(self) -> None:
         with self._lock:
@@ -183,6 +196,10 @@ class ScriptedHTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], fake: ScriptedServer) -> None:
         super().__init__(address, fake.handler)
         self.fake = fake
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.fake._note_connection()
+        super().process_request(request, client_address)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients drop idle keep-alive connections all the time; that is not
