@@ -17,10 +17,16 @@ import pytest
 
 from orchestration.providers.anthropic_adapter import AnthropicProvider
 from orchestration.providers.base import ChatMessage, TextDelta, TurnRequest, TurnResult
+from orchestration.providers.gemini_adapter import GeminiProvider
+from orchestration.providers.ollama_adapter import OllamaProvider
 from orchestration.providers.openai_compat import OpenAICompatibleProvider
 from orchestration.providers.openai_responses import OpenAIResponsesProvider
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.anthropic_server import Reply as AnthropicReply
+from tests.fakes.gemini_server import FakeGeminiServer
+from tests.fakes.gemini_server import Reply as GeminiReply
+from tests.fakes.ollama_server import FakeOllamaServer
+from tests.fakes.ollama_server import Reply as OllamaReply
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.providers.streams import collect
 
@@ -78,6 +84,28 @@ def test_anthropic_turns_share_one_connection(anthropic_fake: FakeAnthropicServe
         assert result.text == ANSWER
 
     assert anthropic_fake.connections == 1
+
+
+def test_gemini_turns_share_one_connection() -> None:
+    """One adapter per endpoint and key (the engine caches them), so its
+    client's pool serves every turn."""
+    with FakeGeminiServer(api_key="g-key") as fake:
+        fake.add_script(MODEL, lambda _body: GeminiReply(text=ANSWER))
+        gemini = GeminiProvider(base_url=fake.base_url, api_key="g-key", timeout_s=30)
+        for _ in range(4):
+            _, result = collect(gemini.stream_turn(ask()))
+            assert result.text == ANSWER
+        assert fake.connections == 1
+
+
+def test_ollama_turns_share_one_connection() -> None:
+    with FakeOllamaServer() as fake:
+        fake.add_script(MODEL, lambda _body: OllamaReply(text=ANSWER))
+        ollama = OllamaProvider(base_url=fake.base_url, api_key="", timeout_s=30)
+        for _ in range(4):
+            _, result = collect(ollama.stream_turn(ask()))
+            assert result.text == ANSWER
+        assert fake.connections == 1
 
 
 def test_a_stream_abandoned_mid_answer_is_closed_and_the_next_turn_connects_again(
