@@ -10,6 +10,8 @@ again carry a dedupe key and reach the log once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -61,12 +63,18 @@ def _publish(
     *,
     dedupe_key: str | None = None,
     terminal: bool = False,
-    starts_log: bool = False,
 ) -> int | None:
     event = _event(ref, type_, data)
+    with _log_reachable():
+        return get_event_log().append(ref.run_id, event, dedupe_key=dedupe_key, terminal=terminal)
+
+
+@contextmanager
+def _log_reachable() -> Iterator[None]:
+    """Redis connection failures as ``EventLogUnavailable``: an
+    infrastructure failure the step is run again for, never the model's."""
     try:
-        return get_event_log().append(ref.run_id, event, dedupe_key=dedupe_key, terminal=terminal,
-                                      starts_log=starts_log)
+        yield
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise EventLogUnavailable(f"the event log is unreachable ({type(exc).__name__}: {exc})") from exc
 
@@ -96,19 +104,40 @@ def run_started(ref: RunRef, *, message_id: str, first_delivery: bool = False) -
     """``first_delivery``: published by the first delivery of turn 0, so it
     is the run's first event and its log may start at seq 1 without a check
     (event_log/continuity.py gives the same answer, for a query)."""
-    _publish(
-        ref,
-        "run.started",
-        {"conversation_id": ref.conversation_id, "message_id": message_id},
+    _append_now([_run_started(ref, message_id, first_delivery)])
+
+
+def _run_started(ref: RunRef, message_id: str, first_delivery: bool) -> PendingAppend:
+    return PendingAppend(
+        run_id=ref.run_id,
+        event=_event(ref, "run.started", {"conversation_id": ref.conversation_id, "message_id": message_id}),
         dedupe_key="run.started",
         starts_log=first_delivery,
     )
 
 
-def llm_started(ref: RunRef, *, iteration: int) -> None:
+def _llm_started(ref: RunRef, iteration: int) -> PendingAppend:
     # Not deduplicated: a turn that is run again (its worker died) announces
     # itself again, telling clients to drop that iteration's partial text.
-    _publish(ref, "llm.started", {"iteration": iteration})
+    return PendingAppend(run_id=ref.run_id, event=_event(ref, "llm.started", {"iteration": iteration}))
+
+
+def llm_started(ref: RunRef, *, iteration: int) -> None:
+    _append_now([_llm_started(ref, iteration)])
+
+
+def turn_started(ref: RunRef, *, iteration: int, message_id: str, first_delivery: bool = False) -> None:
+    """``llm.started``, after ``run.started`` for the run's first turn: one
+    round trip to the event log for both."""
+    appends = [_llm_started(ref, iteration)]
+    if iteration == 0:
+        appends.insert(0, _run_started(ref, message_id, first_delivery))
+    _append_now(appends)
+
+
+def _append_now(appends: list[PendingAppend]) -> None:
+    with _log_reachable():
+        get_event_log().append_many(appends)
 
 
 def llm_retry(

@@ -49,6 +49,7 @@ class PendingAppend:
     event: Event
     dedupe_key: str | None = None
     terminal: bool = False
+    starts_log: bool = False  # as ``append``'s
 
 
 class EventLog(Protocol):

@@ -61,7 +61,8 @@ class InMemoryEventLog:
             return seq
 
     def append_many(self, appends: Sequence[PendingAppend]) -> list[int | None]:
-        return [self.append(a.run_id, a.event, dedupe_key=a.dedupe_key, terminal=a.terminal) for a in appends]
+        return [self.append(a.run_id, a.event, dedupe_key=a.dedupe_key, terminal=a.terminal, starts_log=a.starts_log)
+                for a in appends]
 
     def read(self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500) -> list[Event]:
         with self._changed:

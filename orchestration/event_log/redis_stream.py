@@ -64,6 +64,12 @@ MAX_BLOCK_MS = 10_000
 SOCKET_TIMEOUT_S = 30.0
 
 
+def _start_mode(starts_log: bool) -> str:
+    """The append script's last argument: "fresh" creates a missing log at
+    seq 1 (the run's first event); "" reports it missing instead."""
+    return "fresh" if starts_log else ""
+
+
 def _keys(run_id: str) -> list[str]:
     base = f"cf:run:{{{run_id}}}"
     return [f"{base}:events", f"{base}:seq", f"{base}:dedupe", f"{base}:ended"]
@@ -141,7 +147,7 @@ class RedisStreamEventLog:
         args = self._args(event, dedupe_key, terminal)
         # A run's first event creates its log in one call; any other append
         # to a missing log asks the policy first (the log may have been lost).
-        seq = int(self._append(keys=_keys(run_id), args=[*args, "fresh" if starts_log else ""]))
+        seq = int(self._append(keys=_keys(run_id), args=[*args, _start_mode(starts_log)]))
         if seq == _LOG_MISSING:
             seq = self._append_to_missing_log(run_id, event, args)
         return seq if seq > 0 else None
@@ -156,12 +162,12 @@ class RedisStreamEventLog:
         args = [self._args(a.event, a.dedupe_key, a.terminal) for a in appends]
         for append, arg in zip(appends, args, strict=True):
             keys = _keys(append.run_id)
-            pipe.evalsha(self._append.sha, len(keys), *keys, *arg, "")
+            pipe.evalsha(self._append.sha, len(keys), *keys, *arg, _start_mode(append.starts_log))
         replies = pipe.execute(raise_on_error=False)
         seqs: list[int] = []
         for append, arg, reply in zip(appends, args, replies, strict=True):
-            if isinstance(reply, NoScriptError):
-                reply = self._append(keys=_keys(append.run_id), args=[*arg, ""])  # loads the script
+            if isinstance(reply, NoScriptError):  # loads the script
+                reply = self._append(keys=_keys(append.run_id), args=[*arg, _start_mode(append.starts_log)])
             elif isinstance(reply, Exception):
                 raise reply
             seq = int(reply)

@@ -390,9 +390,8 @@ def _run_claimed_turn(turn: LlmTurn) -> float:
     needs_marking = run.status != Run.Status.RUNNING or run.iteration != iteration or turn.deliveries > 1
     if needs_marking and extras_of(turn).run_marked_running is None:  # not done by the claim (SQLite)
         mark_run_running(run, iteration)  # the fan-in already moved a running run here
-    if iteration == 0:
-        events.run_started(ref(run), message_id=str(run.user_message_id), first_delivery=turn.deliveries == 1)
-    events.llm_started(ref(run), iteration=iteration)
+    events.turn_started(ref(run), iteration=iteration, message_id=str(run.user_message_id),
+                        first_delivery=iteration == 0 and turn.deliveries == 1)
 
     turn_input = input_for_turn(run, iteration, offer_tools=turn.offered_tools)
     try:

@@ -74,6 +74,33 @@ def test_the_first_delivery_says_so_and_its_log_starts_with_no_query(engine, eve
     assert [e["seq"] for e in event_log.read(str(run.id), after=0)] == [1]
 
 
+def test_a_first_turn_starts_its_log_with_both_of_its_events(engine, event_log, django_assert_num_queries):
+    """``turn_started`` appends run.started and llm.started in one round
+    trip; the first delivery's log starts at 1 with no query, and a
+    redelivery's lost log continues above a floor for both events."""
+    run = start(engine)
+    with django_assert_num_queries(0):
+        events.turn_started(ref_of(run), iteration=0, message_id="m", first_delivery=True)
+    published = event_log.read(str(run.id), after=0)
+    assert [(e["seq"], e["type"]) for e in published] == [(1, "run.started"), (2, "llm.started")]
+
+    event_log.delete(str(run.id))
+    LlmTurn.objects.filter(run=run, iteration=0).update(deliveries=2)
+    events.turn_started(ref_of(run), iteration=0, message_id="m", first_delivery=False)
+    again = event_log.read(str(run.id), after=0)
+    assert [e["type"] for e in again] == ["run.started", "llm.started"]
+    assert again[0]["seq"] > FLOOR and again[1]["seq"] == again[0]["seq"] + 1
+
+
+def test_a_later_turn_announces_only_itself(engine, event_log):
+    run = start(engine)
+    events.turn_started(ref_of(run), iteration=0, message_id="m", first_delivery=True)
+    events.turn_started(ref_of(run), iteration=1, message_id="m")
+    published = event_log.read(str(run.id), after=0)
+    assert [(e["type"], e["data"]) for e in published][1:] == [("llm.started", {"iteration": 0}),
+                                                               ("llm.started", {"iteration": 1})]
+
+
 def test_a_run_cancelled_before_it_started_ends_its_log_at_one(engine, event_log):
     run = start(engine)  # turn 0 never claimed
     with transaction.atomic():
