@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -144,16 +145,63 @@ def load_optional(model: type[M], values: Iterator) -> M | None:
 def fetch(model: type[M], sql: str, params: Sequence | dict) -> list[tuple[M, tuple]]:
     """Rows of ``sql``, whose select list starts with ``columns(model, …)``:
     each as the model instance and the row's further values."""
-    width = len(model._meta.concrete_fields)
     with fixed_sql_cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
+        return _loaded(model, cursor.fetchall())
+
+
+def _loaded(model: type[M], rows: Sequence[Sequence]) -> list[tuple[M, tuple]]:
+    width = len(model._meta.concrete_fields)
     return [(load(model, row[:width]), tuple(row[width:])) for row in rows]
+
+
+@dataclass(frozen=True)
+class Read:
+    """``fetch``'s arguments, for reads made together (``fetch_together``)."""
+
+    model: type[Model]
+    sql: str
+    params: Sequence | dict
+
+    def fetch(self) -> list[tuple[Any, tuple]]:
+        return fetch(self.model, self.sql, self.params)
+
+
+def fetch_together(*reads: Read) -> list[list[tuple[Any, tuple]]]:
+    """``fetch`` of each read, in order, in one round trip on Postgres.
+
+    A step's reads that do not depend on each other (a turn's history: the
+    conversation, the run's turns and its tool calls) each waited for the
+    one before. In psycopg's pipeline mode every statement is sent before
+    any result is read, so they cost one round trip, and they run in one
+    implicit transaction (one snapshot) where no transaction is open.
+    Elsewhere (SQLite) they are read one by one."""
+    if connection.vendor != "postgresql":
+        return [read.fetch() for read in reads]
+    connection.ensure_connection()
+    cursors: list[CursorWrapper] = []
+    # Errors raised when the pipeline ends (its results are read there) are
+    # Django's, as for any other statement: the tasks retry OperationalError.
+    with connection.wrap_database_errors, connection.connection.pipeline():
+        try:
+            for read in reads:
+                cursors.append(fixed_sql_cursor())
+                cursors[-1].execute(read.sql, read.params)
+            results = [cursor.fetchall() for cursor in cursors]
+        finally:
+            for cursor in cursors:
+                cursor.close()
+    return [_loaded(read.model, rows) for read, rows in zip(reads, results, strict=True)]
 
 
 def fetch_models(model: type[M], sql: str, params: Sequence | dict) -> list[M]:
     """Model instances of ``sql``, whose select list is ``columns(model, …)``."""
-    return [instance for instance, _ in fetch(model, sql, params)]
+    return instances(fetch(model, sql, params))
+
+
+def instances(rows: Sequence[tuple[M, tuple]]) -> list[M]:
+    """The model instances of ``fetch``'s rows."""
+    return [instance for instance, _ in rows]
 
 
 def _generated_pk(instance: Model) -> bool:

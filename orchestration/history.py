@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from chatforge.conversations.models import Message, Run
-from chatforge.conversations.selectors import ledger_invocations, ledger_turns, ordered_messages
+from chatforge.conversations.selectors import (
+    conversation_read,
+    in_conversation_order,
+    ledger_invocations_read,
+    ledger_turns_read,
+)
+from chatforge.sql_rows import fetch_together, instances
 
 from .providers.base import ChatMessage
 from .providers.images import images_of
@@ -20,13 +26,16 @@ FORCED_FINAL_NOTE = (
 )
 
 
-def conversation_messages(run: Run) -> list[ChatMessage]:
-    """Messages of the conversation up to and including the run's user message."""
+def conversation_messages(run: Run, rows: list | None = None) -> list[ChatMessage]:
+    """Messages of the conversation up to and including the run's user
+    message; ``rows``: its ``conversation_read``, if already made."""
     messages: list[ChatMessage] = []
     system_prompt = run.options.get("system_prompt") or settings.CHATFORGE_SYSTEM_PROMPT
     if system_prompt:
         messages.append(ChatMessage(role="system", content=system_prompt))
-    for message in ordered_messages(run.conversation_id, before=run.user_message):
+    if rows is None:
+        rows = conversation_read(run.conversation_id).fetch()
+    for message in in_conversation_order(rows, before=run.user_message):
         if message.role == Message.Role.ASSISTANT:
             messages.extend(expand_rounds(message.tool_rounds or []))
             if message.content:
@@ -51,15 +60,22 @@ class TurnInput:
 
 
 def input_for_turn(run: Run, iteration: int, *, offer_tools: bool) -> TurnInput:
-    messages = conversation_messages(run)
+    if iteration > 0:  # the conversation and the run's ledger so far, in one round trip
+        rows, turn_rows, invocation_rows = fetch_together(
+            conversation_read(run.conversation_id),
+            ledger_turns_read(run.pk, below_iteration=iteration),
+            ledger_invocations_read(run.pk, below_iteration=iteration),
+        )
+    else:
+        rows = conversation_read(run.conversation_id).fetch()
+    messages = conversation_messages(run, rows)
     # A /v1 client's answer to an earlier run's calls of its own tools.
     messages.extend(expand_rounds(run.continued_rounds))
     prior_text_length = 0
     used_call_ids = frozenset(call["id"] for rnd in run.continued_rounds for call in rnd["tool_calls"])
     last_response_id: str | None = None
     if iteration > 0:
-        turns = ledger_turns(run.pk, below_iteration=iteration)
-        invocations = ledger_invocations(run.pk, below_iteration=iteration)
+        turns, invocations = instances(turn_rows), instances(invocation_rows)
         messages.extend(expand_rounds(tool_rounds_from_ledger(turns, invocations)))
         prior_text_length = sum(len(t.text) for t in turns if t.status == "completed")
         used_call_ids |= frozenset(call["id"] for t in turns for call in t.tool_calls)

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
 
-from chatforge.sql_rows import as_uuid, columns, db_param, fetch, fetch_models
+from chatforge.sql_rows import Read, as_uuid, columns, db_param, fetch_models, instances
 
 from .models import Conversation, LlmTurn, Message, Run, ToolInvocation
 
@@ -47,24 +47,35 @@ def _ordered_sql(roles) -> str:
                WHERE m."conversation_id" = %s {role_filter}"""
 
 
+def conversation_read(conversation_id, *, roles=None) -> Read:
+    """A conversation's messages, each with the id of the user message it
+    answers, for ``in_conversation_order``."""
+    return Read(Message, _ordered_sql(roles), [db_param(Message, "conversation", conversation_id), *(roles or [])])
+
+
 def ordered_messages(conversation_id, *, before: Message | None = None, roles=None) -> list[Message]:
     """The conversation's messages in conversation order; with ``before``,
-    only those that come before that user message's answer.
+    only those that come before that user message's answer."""
+    return in_conversation_order(conversation_read(conversation_id, roles=roles).fetch(), before=before)
+
+
+def in_conversation_order(rows: list[tuple[Message, tuple]], *, before: Message | None = None) -> list[Message]:
+    """The rows of ``conversation_read`` in conversation order; with
+    ``before``, only those that come before that user message's answer.
 
     Conversation order: an assistant message right after the user message
     of its run, whenever it was written (with double-texting, a later user
     message can be stored before the previous run's answer)."""
-    params = [db_param(Message, "conversation", conversation_id), *(roles or [])]
     # Each message with the id of the user message it answers (its run's).
-    rows = [(message, as_uuid(answers)) for message, (answers,) in fetch(Message, _ordered_sql(roles), params)]
-    created = {message.pk: message.created_at for message, _ in rows}
+    answering = [(message, as_uuid(answers)) for message, (answers,) in rows]
+    created = {message.pk: message.created_at for message, _ in answering}
 
     def position(message: Message, answers: UUID | None) -> tuple:
         if message.role == Message.Role.ASSISTANT and answers in created:
             return (created[answers], 1, message.created_at)
         return (message.created_at, 0, message.created_at)
 
-    keyed = sorted(((position(m, answers), m, answers) for m, answers in rows), key=lambda item: item[0])
+    keyed = sorted(((position(m, answers), m, answers) for m, answers in answering), key=lambda item: item[0])
     if before is not None:
         limit = (before.created_at, 1, before.created_at)
         keyed = [item for item in keyed if item[0] < limit and item[2] != before.pk]
@@ -97,7 +108,7 @@ def _owned(model, user: AbstractBaseUser, pk):
     return found[0] if found else None
 
 
-def ledger_turns(run_id, *, below_iteration: int | None = None, completed_only: bool = False) -> list[LlmTurn]:
+def ledger_turns_read(run_id, *, below_iteration: int | None = None, completed_only: bool = False) -> Read:
     """A run's model turns by iteration (fixed SQL: read on every turn after
     the first and at finalize; see ``chatforge.sql_rows``)."""
     sql = f'SELECT {columns(LlmTurn, "t")} FROM {LlmTurn._meta.db_table} t WHERE t."run_id" = %s'
@@ -107,14 +118,22 @@ def ledger_turns(run_id, *, below_iteration: int | None = None, completed_only: 
         params.append(below_iteration)
     if completed_only:
         sql += " AND t.\"status\" = 'completed'"
-    return fetch_models(LlmTurn, sql + ' ORDER BY t."iteration"', params)
+    return Read(LlmTurn, sql + ' ORDER BY t."iteration"', params)
 
 
-def ledger_invocations(run_id, *, below_iteration: int | None = None) -> list[ToolInvocation]:
-    """A run's tool calls in round order (fixed SQL, as ``ledger_turns``)."""
+def ledger_invocations_read(run_id, *, below_iteration: int | None = None) -> Read:
+    """A run's tool calls in round order (fixed SQL, as ``ledger_turns_read``)."""
     sql = f'SELECT {columns(ToolInvocation, "i")} FROM {ToolInvocation._meta.db_table} i WHERE i."run_id" = %s'
     params: list = [db_param(ToolInvocation, "run", run_id)]
     if below_iteration is not None:
         sql += ' AND i."iteration" < %s'
         params.append(below_iteration)
-    return fetch_models(ToolInvocation, sql + ' ORDER BY i."iteration", i."position"', params)
+    return Read(ToolInvocation, sql + ' ORDER BY i."iteration", i."position"', params)
+
+
+def ledger_turns(run_id, *, below_iteration: int | None = None, completed_only: bool = False) -> list[LlmTurn]:
+    return instances(ledger_turns_read(run_id, below_iteration=below_iteration, completed_only=completed_only).fetch())
+
+
+def ledger_invocations(run_id, *, below_iteration: int | None = None) -> list[ToolInvocation]:
+    return instances(ledger_invocations_read(run_id, below_iteration=below_iteration).fetch())

@@ -12,9 +12,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
-from chatforge.conversations.selectors import ledger_invocations, ledger_turns
+from chatforge.conversations.selectors import ledger_invocations_read, ledger_turns_read
 from chatforge.observability import record
-from chatforge.sql_rows import columns, db_param, fetch, insert_all, update_where
+from chatforge.sql_rows import Read, columns, db_param, fetch_together, insert_all, instances, update_where
 
 from .. import dispatch, events
 from ..rounds import run_rounds
@@ -65,22 +65,28 @@ def _waiting_runs(run_id):
     return Run.objects.filter(blocked_by_id=run_id, status=Run.Status.QUEUED)
 
 
-def _lock_run_for_finalize(run_id: str) -> Run | None:
+def _lock_run_for_finalize(run_id: str) -> tuple[Run | None, list[LlmTurn], list[ToolInvocation]]:
     """The run, locked, and whether runs wait behind it (double-texting), in
-    one statement: most runs have none, and then no second query is made.
-    Fixed SQL (``chatforge.sql_rows``): the ORM's compiling of
-    this read cost more than the statement."""
+    one statement: most runs have none, and then no second query is made;
+    with the run's completed turns and its tool calls, read after the lock
+    is taken, in the same round trip (``fetch_together``). Fixed SQL
+    (``chatforge.sql_rows``): the ORM's compiling of these reads cost more
+    than the statements."""
     table = Run._meta.db_table
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     sql = f"""SELECT {columns(Run, "r")},
                      EXISTS (SELECT 1 FROM {table} w WHERE w."blocked_by_id" = r."id" AND w."status" = %s)
               FROM {table} r WHERE r."id" = %s{lock}"""
-    found = fetch(Run, sql, [Run.Status.QUEUED.value, db_param(Run, "id", run_id)])
+    found, turns, invocations = fetch_together(
+        Read(Run, sql, [Run.Status.QUEUED.value, db_param(Run, "id", run_id)]),
+        ledger_turns_read(run_id, completed_only=True),
+        ledger_invocations_read(run_id),
+    )
     if not found:
-        return None
+        return None, [], []
     run, (waiting,) = found[0]
     run.has_waiting_runs = bool(waiting)
-    return run
+    return run, instances(turns), instances(invocations)
 
 
 def run_finalize(
@@ -89,7 +95,7 @@ def run_finalize(
     # No savepoint when nested: a turn's answer is recorded and the run ended
     # in one transaction (llm_turns._record), and a failure undoes both.
     with transaction.atomic(savepoint=False):
-        run = _lock_run_for_finalize(run_id)
+        run, turns, invocations = _lock_run_for_finalize(run_id)
         if run is None:
             return
         if run.is_terminal:
@@ -98,8 +104,6 @@ def run_finalize(
             existing = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).first()
             _publish_terminal(run, str(existing.id) if existing else None)
             return
-        turns = ledger_turns(run.pk, completed_only=True)
-        invocations = ledger_invocations(run.pk)
         _close_approval_requests(run, invocations)
         last = turns[-1] if turns else None
         final_turn = last if last is not None and (not last.tool_calls or _awaits_client(outcome, last, invocations)) else None
