@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -63,27 +64,24 @@ def claude(server: FakeAnthropicServer) -> AnthropicProvider:
     return AnthropicProvider(base_url=server.base_url, api_key="sk-ant", timeout_s=30)
 
 
+def four_turns_on_one_connection(fake, adapter_for_turn: Callable[[], Any]) -> None:
+    for _ in range(4):
+        _, result = collect(adapter_for_turn().stream_turn(ask()))
+        assert result.text == ANSWER
+    assert fake.connections == 1
+
+
 @pytest.mark.parametrize("adapter", [chat, responses], ids=["chat-completions", "responses"])
 def test_openai_turns_share_one_connection(openai_fake: FakeOpenAIServer,
-                                           adapter: Callable[[FakeOpenAIServer], object]) -> None:
+                                           adapter: Callable[[FakeOpenAIServer], Any]) -> None:
     openai_fake.add_script(MODEL, lambda _body: Reply(text=ANSWER))
-
-    for _ in range(4):
-        _, result = collect(adapter(openai_fake).stream_turn(ask()))
-        assert result.text == ANSWER
-
+    four_turns_on_one_connection(openai_fake, lambda: adapter(openai_fake))
     assert len(openai_fake.requests) == 4
-    assert openai_fake.connections == 1
 
 
 def test_anthropic_turns_share_one_connection(anthropic_fake: FakeAnthropicServer) -> None:
     anthropic_fake.add_script(MODEL, lambda _body: AnthropicReply(text=ANSWER))
-
-    for _ in range(4):
-        _, result = collect(claude(anthropic_fake).stream_turn(ask()))
-        assert result.text == ANSWER
-
-    assert anthropic_fake.connections == 1
+    four_turns_on_one_connection(anthropic_fake, lambda: claude(anthropic_fake))
 
 
 def test_gemini_turns_share_one_connection() -> None:
@@ -92,20 +90,14 @@ def test_gemini_turns_share_one_connection() -> None:
     with FakeGeminiServer(api_key="g-key") as fake:
         fake.add_script(MODEL, lambda _body: GeminiReply(text=ANSWER))
         gemini = GeminiProvider(base_url=fake.base_url, api_key="g-key", timeout_s=30)
-        for _ in range(4):
-            _, result = collect(gemini.stream_turn(ask()))
-            assert result.text == ANSWER
-        assert fake.connections == 1
+        four_turns_on_one_connection(fake, lambda: gemini)
 
 
 def test_ollama_turns_share_one_connection() -> None:
     with FakeOllamaServer() as fake:
         fake.add_script(MODEL, lambda _body: OllamaReply(text=ANSWER))
         ollama = OllamaProvider(base_url=fake.base_url, api_key="", timeout_s=30)
-        for _ in range(4):
-            _, result = collect(ollama.stream_turn(ask()))
-            assert result.text == ANSWER
-        assert fake.connections == 1
+        four_turns_on_one_connection(fake, lambda: ollama)
 
 
 def test_a_stream_abandoned_mid_answer_is_closed_and_the_next_turn_connects_again(
