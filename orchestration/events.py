@@ -100,13 +100,6 @@ def _publish_on_commit(ref: RunRef, type_: str, data: dict[str, Any], *, dedupe_
     )
 
 
-def run_started(ref: RunRef, *, message_id: str, first_delivery: bool = False) -> None:
-    """``first_delivery``: published by the first delivery of turn 0, so it
-    is the run's first event and its log may start at seq 1 without a check
-    (event_log/continuity.py gives the same answer, for a query)."""
-    _append_now([_run_started(ref, message_id, first_delivery)])
-
-
 def _run_started(ref: RunRef, message_id: str, first_delivery: bool) -> PendingAppend:
     return PendingAppend(
         run_id=ref.run_id,
@@ -122,13 +115,12 @@ def _llm_started(ref: RunRef, iteration: int) -> PendingAppend:
     return PendingAppend(run_id=ref.run_id, event=_event(ref, "llm.started", {"iteration": iteration}))
 
 
-def llm_started(ref: RunRef, *, iteration: int) -> None:
-    _append_now([_llm_started(ref, iteration)])
-
-
 def turn_started(ref: RunRef, *, iteration: int, message_id: str, first_delivery: bool = False) -> None:
     """``llm.started``, after ``run.started`` for the run's first turn: one
-    round trip to the event log for both."""
+    round trip to the event log for both. ``first_delivery``: published by
+    the first delivery of turn 0, so ``run.started`` is the run's first
+    event and its log may start at seq 1 without a check
+    (event_log/continuity.py gives the same answer, for a query)."""
     appends = [_llm_started(ref, iteration)]
     if iteration == 0:
         appends.insert(0, _run_started(ref, message_id, first_delivery))

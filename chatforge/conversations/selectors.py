@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
 
-from chatforge.sql_rows import Read, as_uuid, columns, db_param, fetch_models, instances
+from chatforge.sql_rows import Read, as_uuid, columns, db_param, fetch_models
 
 from .models import Conversation, LlmTurn, Message, Run, ToolInvocation
 
@@ -129,11 +129,3 @@ def ledger_invocations_read(run_id, *, below_iteration: int | None = None) -> Re
         sql += ' AND i."iteration" < %s'
         params.append(below_iteration)
     return Read(ToolInvocation, sql + ' ORDER BY i."iteration", i."position"', params)
-
-
-def ledger_turns(run_id, *, below_iteration: int | None = None, completed_only: bool = False) -> list[LlmTurn]:
-    return instances(ledger_turns_read(run_id, below_iteration=below_iteration, completed_only=completed_only).fetch())
-
-
-def ledger_invocations(run_id, *, below_iteration: int | None = None) -> list[ToolInvocation]:
-    return instances(ledger_invocations_read(run_id, below_iteration=below_iteration).fetch())

@@ -31,8 +31,7 @@ def log(request, settings):
 def test_every_event_type_has_its_contract_shape(log):
     ref = events.RunRef(run_id=str(uuid.uuid4()), conversation_id=str(uuid.uuid4()))
     with transaction.atomic():  # state events are published on commit
-        events.run_started(ref, message_id="m1")
-        events.llm_started(ref, iteration=0)
+        events.turn_started(ref, iteration=0, message_id="m1")
         events.content_delta(ref, text="Hel")
         events.reasoning_delta(ref, text="think")
         events.tool_call(ref, tool_call_id="c1", name="echo", arguments='{"text":"x"}', iteration=0, text_offset=3)

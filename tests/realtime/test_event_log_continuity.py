@@ -57,39 +57,25 @@ def test_a_lost_log_of_a_started_run_continues_above_a_floor(engine, event_log):
 def test_run_started_of_the_first_delivery_starts_at_one_but_a_redelivery_does_not(engine, event_log):
     run = start(engine)
     LlmTurn.objects.filter(run=run, iteration=0).update(deliveries=1)
-    events.run_started(ref_of(run), message_id="m")
-    assert [e["seq"] for e in event_log.read(str(run.id), after=0)] == [1]
+    events.turn_started(ref_of(run), iteration=0, message_id="m")
+    assert [(e["seq"], e["type"]) for e in event_log.read(str(run.id), after=0)] == [
+        (1, "run.started"), (2, "llm.started")]
 
     event_log.delete(str(run.id))
     LlmTurn.objects.filter(run=run, iteration=0).update(deliveries=2)
-    events.run_started(ref_of(run), message_id="m")
-    assert event_log.read(str(run.id), after=0)[0]["seq"] > FLOOR
+    events.turn_started(ref_of(run), iteration=0, message_id="m")
+    again = event_log.read(str(run.id), after=0)
+    assert [e["type"] for e in again] == ["run.started", "llm.started"]
+    assert again[0]["seq"] > FLOOR and again[1]["seq"] == again[0]["seq"] + 1
 
 
 def test_the_first_delivery_says_so_and_its_log_starts_with_no_query(engine, event_log,
                                                                        django_assert_num_queries):
-    run = start(engine)
-    with django_assert_num_queries(0):
-        events.run_started(ref_of(run), message_id="m", first_delivery=True)
-    assert [e["seq"] for e in event_log.read(str(run.id), after=0)] == [1]
-
-
-def test_a_first_turn_starts_its_log_with_both_of_its_events(engine, event_log, django_assert_num_queries):
-    """``turn_started`` appends run.started and llm.started in one round
-    trip; the first delivery's log starts at 1 with no query, and a
-    redelivery's lost log continues above a floor for both events."""
+    """Both start events go in one round trip to the event log."""
     run = start(engine)
     with django_assert_num_queries(0):
         events.turn_started(ref_of(run), iteration=0, message_id="m", first_delivery=True)
-    published = event_log.read(str(run.id), after=0)
-    assert [(e["seq"], e["type"]) for e in published] == [(1, "run.started"), (2, "llm.started")]
-
-    event_log.delete(str(run.id))
-    LlmTurn.objects.filter(run=run, iteration=0).update(deliveries=2)
-    events.turn_started(ref_of(run), iteration=0, message_id="m", first_delivery=False)
-    again = event_log.read(str(run.id), after=0)
-    assert [e["type"] for e in again] == ["run.started", "llm.started"]
-    assert again[0]["seq"] > FLOOR and again[1]["seq"] == again[0]["seq"] + 1
+    assert [e["seq"] for e in event_log.read(str(run.id), after=0)] == [1, 2]
 
 
 def test_a_later_turn_announces_only_itself(engine, event_log):
