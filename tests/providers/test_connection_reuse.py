@@ -74,7 +74,9 @@ def four_turns_on_one_connection(fake, adapter_for_turn: Callable[[], Any]) -> N
 @pytest.mark.parametrize("adapter", [chat, responses], ids=["chat-completions", "responses"])
 def test_openai_turns_share_one_connection(openai_fake: FakeOpenAIServer,
                                            adapter: Callable[[FakeOpenAIServer], Any]) -> None:
-    openai_fake.add_script(MODEL, lambda _body: Reply(text=ANSWER))
+    # Chunks further apart than the drain's bound: each close bounds the
+    # read timeout of its own response only, never the next turn's.
+    openai_fake.add_script(MODEL, lambda _body: Reply(text=ANSWER, chunk_delay_s=0.02))
     four_turns_on_one_connection(openai_fake, lambda: adapter(openai_fake))
     assert len(openai_fake.requests) == 4
 
@@ -109,7 +111,9 @@ def test_a_stream_abandoned_mid_answer_is_closed_and_the_next_turn_connects_agai
     assert isinstance(next(stream), TextDelta)
     stream.close()  # what the engine does when the run is cancelled
 
-    openai_fake.add_script(MODEL, lambda _body: Reply(text=ANSWER))
+    # Slower than the drain's bound between chunks: the bound was set for
+    # the abandoned response only, not for the next one.
+    openai_fake.add_script(MODEL, lambda _body: Reply(text=ANSWER, chunk_delay_s=0.02))
     _, result = collect(chat(openai_fake).stream_turn(ask()))
 
     assert result.text == ANSWER
