@@ -65,7 +65,7 @@ def _waiting_runs(run_id):
     return Run.objects.filter(blocked_by_id=run_id, status=Run.Status.QUEUED)
 
 
-def _lock_run_for_finalize(run_id: str) -> tuple[Run | None, list[LlmTurn], list[ToolInvocation]]:
+def _lock_run_with_its_ledger(run_id: str) -> tuple[Run | None, list[LlmTurn], list[ToolInvocation]]:
     """The run, locked, and whether runs wait behind it (double-texting), in
     one statement: most runs have none, and then no second query is made;
     with the run's completed turns and its tool calls, read after the lock
@@ -95,7 +95,7 @@ def run_finalize(
     # No savepoint when nested: a turn's answer is recorded and the run ended
     # in one transaction (llm_turns._record), and a failure undoes both.
     with transaction.atomic(savepoint=False):
-        run, turns, invocations = _lock_run_for_finalize(run_id)
+        run, turns, invocations = _lock_run_with_its_ledger(run_id)
         if run is None:
             return
         if run.is_terminal:
