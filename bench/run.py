@@ -395,6 +395,18 @@ def our_cpu(roots: list[int]) -> float:
     return sum(cpu_seconds(p) for root in roots for p in _process_tree(root, children))
 
 
+def cpu_by_part(roots: list[int], parts: dict[str, int]) -> dict[str, float]:
+    """CPU seconds per part of the benchmark (each part a process with its
+    children: a worker's pool, Postgres' backends); ``bench`` is the rest of
+    ``roots``' trees: this process (clients, fake model) and the monitors."""
+    from bench.counting import _children, _process_tree
+
+    children = _children()
+    out = {name: sum(cpu_seconds(p) for p in _process_tree(pid, children)) for name, pid in parts.items()}
+    out["bench"] = our_cpu(roots) - sum(out.values())
+    return out
+
+
 def git_state() -> str:
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -484,7 +496,10 @@ def measure(args: argparse.Namespace, *, stack: Stack, pg: PrivatePostgres, brok
     admin_url = pg.url(DB_NAME)
     # This process' tree holds the stack, the Redis servers and the monitors;
     # the postmaster detached from pg_ctl.
-    roots = [os.getpid(), int((pg.data / "postmaster.pid").read_text().split()[0])]
+    postmaster = int((pg.data / "postmaster.pid").read_text().split()[0])
+    roots = [os.getpid(), postmaster]
+    parts = {**{name: process.popen.pid for name, process in stack.processes.items()},
+             "postgres": postmaster, "redis broker": broker.popen.pid, "redis events": events.popen.pid}
 
     # Warm-up: imports, connections, the scripts' first requests.
     for scenario in [*scenarios, parallel]:
@@ -538,6 +553,7 @@ def measure(args: argparse.Namespace, *, stack: Stack, pg: PrivatePostgres, brok
                         [stack.api_url])
         time.sleep(1.0)
         sat_cpu_start, sat_busy_start = our_cpu(roots), machine_busy()
+        sat_parts_start = cpu_by_part(roots, parts)
         counters.reset()
         log_start = counters.connections.offset()
         report, ids = saturation(stack, scenario, jobs, clients=args.clients, admin_url=admin_url)
@@ -548,6 +564,10 @@ def measure(args: argparse.Namespace, *, stack: Stack, pg: PrivatePostgres, brok
         sat_cpu_end, sat_busy_end = our_cpu(roots), machine_busy()
         report["machine_busy_cpu_s"] = round(sat_busy_end[0] - sat_busy_start[0], 1)
         report["bench_cpu_s"] = round(sat_cpu_end - sat_cpu_start, 1)
+        sat_parts_end = cpu_by_part(roots, parts)
+        report["cpu_ms_per_run_by_part"] = {
+            name: round((sat_parts_end[name] - sat_parts_start[name]) * 1000 / max(report["completed"], 1), 1)
+            for name in sat_parts_end}
         report["window_s"] = round((sat_busy_end[1] - sat_busy_start[1]) / os.cpu_count(), 1)
         saturated.append(report)
     http.close()

@@ -10,6 +10,9 @@ that consumes the ``llm`` queue therefore imports every adapter in
 inherit the modules). Embedded mode keeps the lazy import: its worker
 threads share the server process, whose start-up would wait.
 
+A gevent worker (whatever its queues) also gets the HTTP pools' direct
+idle-connection check (``providers/idle_connection_probe.py``).
+
 Only ``celery.signals`` is imported at module level: ``chatforge/celery.py``
 imports this before Django is set up.
 """
@@ -58,3 +61,12 @@ def _import_provider_sdks(sender: Any = None, **_: Any) -> None:
         return
     took = import_provider_sdks()
     logger.info("provider SDKs imported at start-up", extra={"seconds": round(took, 2)})
+
+
+@worker_init.connect
+def _direct_idle_connection_probe(sender: Any = None, **_: Any) -> None:
+    from orchestration.providers import idle_connection_probe
+
+    installed = idle_connection_probe.install()
+    if installed:
+        logger.info("HTTP pools check idle connections without the hub", extra={"backends": installed})
