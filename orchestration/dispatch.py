@@ -21,10 +21,13 @@ the task module (no import cycle between tasks and services).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from django.db import DatabaseError, transaction
 from django.utils import timezone
+from kombu import Producer
 
 from chatforge.celery import app
 from chatforge.conversations.models import Run
@@ -50,14 +53,47 @@ def _mark_for_redispatch(run_id: str) -> None:
         logger.exception("run %s: could not mark it for re-sending", run_id)
 
 
-def _send(run_id: str, task: str, args: list, trace_parent: str) -> None:
+@dataclass(frozen=True)
+class Step:
+    """A step to send: its task, the task's arguments, its slot in the
+    scheduler and its place in its round."""
+
+    task: str
+    args: list
+    slot: StepSlot
+    position: int = 0
+
+
+def _send(run_id: str, messages: list[tuple[str, list]], trace_parent: str) -> None:
+    """Send a run's steps. Several (a round of parallel tool calls) go to
+    the broker in one round trip: kombu's publish batch, one pipeline of
+    their LPUSHes, where each ``send_task`` would wait for its own reply
+    before the next call's message left (docs/performance.md)."""
+    if not messages:
+        return
     try:
-        with in_run_trace(trace_parent):
-            app.send_task(task, args=args)
+        with in_run_trace(trace_parent), _one_round_trip(len(messages)) as producer:
+            for task, args in messages:
+                app.send_task(task, args=args, producer=producer)
     except Exception as exc:  # kombu OperationalError, redis errors: the broker is unreachable
         logger.warning("run %s: enqueueing %s failed (%s: %s); the sweeper will send it again",
-                       run_id, task, type(exc).__name__, exc)
+                       run_id, ", ".join(task for task, _ in messages), type(exc).__name__, exc)
         _mark_for_redispatch(run_id)
+
+
+@contextmanager
+def _one_round_trip(messages: int) -> Iterator[Producer | None]:
+    """The producer to send ``messages`` with: none for one (``send_task``
+    takes one from the pool and publishes at once, with Celery's retry
+    policy), a batching one for several, flushed when the block ends (a
+    failure there raises, and the run is marked for re-sending as for any
+    failed send; steps are idempotent, so a message that did get through
+    twice is harmless)."""
+    if messages == 1:
+        yield None
+        return
+    with app.producer_or_acquire() as producer, producer.batch():
+        yield producer
 
 
 def _place(run: Run, position: int) -> int:
@@ -68,23 +104,30 @@ def _place(run: Run, position: int) -> int:
     return int(run.created_at.timestamp() * 1000) * 1000 + min(position, 999)
 
 
-def _admit_and_send_after_commit(run: Run, task: str, args: list, slot: StepSlot, *, position: int = 0) -> None:
-    run_id, place = str(run.pk), _place(run, position)
+def _admit_and_send_after_commit(run: Run, steps: list[Step]) -> None:
+    """Once the transaction commits: admit each step (parked ones wait for
+    a slot) and send the admitted ones."""
+    if not steps:
+        return
+    run_id = str(run.pk)
 
     def send() -> None:
-        try:
-            admitted = scheduler().admit(slot, run_id=run_id, task=task, args=args, place=place)
-        except Exception as exc:  # Redis unreachable: the same as a broker outage
-            logger.warning("run %s: admitting %s failed (%s: %s); the sweeper will send it again",
-                           run_id, task, type(exc).__name__, exc)
-            _mark_for_redispatch(run_id)
-            return
-        if admitted:
-            _send(run_id, task, args, run.trace_parent)
-        else:
-            record.step_parked(task)
-            logger.info("run %s: %s waits for a free slot of %s", run_id, task,
-                        ", ".join(scope for scope, _ in slot.scopes))
+        admitted: list[Step] = []
+        for step in steps:
+            try:
+                if scheduler().admit(step.slot, run_id=run_id, task=step.task, args=step.args,
+                                     place=_place(run, step.position)):
+                    admitted.append(step)
+                    continue
+            except Exception as exc:  # Redis unreachable: the same as a broker outage
+                logger.warning("run %s: admitting %s failed (%s: %s); the sweeper will send it again",
+                               run_id, step.task, type(exc).__name__, exc)
+                _mark_for_redispatch(run_id)
+                break  # those admitted hold their slots: they are sent
+            record.step_parked(step.task)
+            logger.info("run %s: %s waits for a free slot of %s", run_id, step.task,
+                        ", ".join(scope for scope, _ in step.slot.scopes))
+        _send(run_id, [(step.task, step.args) for step in admitted], run.trace_parent)
 
     transaction.on_commit(send)
 
@@ -92,14 +135,18 @@ def _admit_and_send_after_commit(run: Run, task: str, args: list, slot: StepSlot
 def llm_turn(run: Run, iteration: int) -> None:
     run_id = str(run.pk)
     slot = turn_slot(run_id, iteration, user_id=run.user_id, assistant=run.options.get("assistant", ""))
-    _admit_and_send_after_commit(run, LLM_TURN, [run_id, iteration], slot)
+    _admit_and_send_after_commit(run, [Step(LLM_TURN, [run_id, iteration], slot)])
 
 
-def tool_call(run: Run, tool_call_id: str, tool_name: str, *, position: int = 0) -> None:
-    run_id = str(run.pk)
-    slot = call_slot(run_id, tool_call_id, user_id=run.user_id, assistant=run.options.get("assistant", ""),
-                     tool_name=tool_name)
-    _admit_and_send_after_commit(run, TOOL_CALL, [run_id, tool_call_id], slot, position=position + 1)
+def tool_calls(run: Run, calls: list[tuple[str, str, int]]) -> None:
+    """Send a round's tool calls, each ``(tool_call_id, tool_name, position)``."""
+    run_id, assistant = str(run.pk), run.options.get("assistant", "")
+    _admit_and_send_after_commit(run, [
+        Step(TOOL_CALL, [run_id, call_id],
+             call_slot(run_id, call_id, user_id=run.user_id, assistant=assistant, tool_name=name),
+             position + 1)
+        for call_id, name, position in calls
+    ])
 
 
 def _send_admitted(admitted: list[Admitted]) -> None:
@@ -114,7 +161,7 @@ def _send_admitted(admitted: list[Admitted]) -> None:
         logger.warning("could not touch the runs of %d steps leaving the line", len(admitted))
     trace_parents = _trace_parents({step.run_id for step in admitted})
     for step in admitted:
-        _send(step.run_id, step.task, step.args, trace_parents.get(step.run_id, ""))
+        _send(step.run_id, [(step.task, step.args)], trace_parents.get(step.run_id, ""))
 
 
 def _trace_parents(run_ids: set[str]) -> dict[str, str]:

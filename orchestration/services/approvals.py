@@ -146,7 +146,7 @@ def _apply(inv: ToolInvocation, decision: Decision, *, reason: str, by: Abstract
         inv.status = ToolInvocation.Status.PENDING
         # The sweeper counts a stall from here: the call is now a step like any other.
         Run.objects.filter(pk=run.pk).update(heartbeat_at=now)
-        dispatch.tool_call(run, inv.tool_call_id, inv.name)
+        dispatch.tool_calls(run, [(inv.tool_call_id, inv.name, inv.position)])
         return
     ToolInvocation.objects.filter(pk=inv.pk).update(**fields)
     waited = (inv.approval_expires_at - inv.created_at).total_seconds() if inv.approval_expires_at else 0

@@ -286,9 +286,9 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
             _emit_tool_call_events(run, invocations)
             announce_requests(run, invocations)
             server_calls = [inv for inv in invocations if inv.status in (_PENDING, _AWAITING)]
-            for inv in server_calls:
-                if inv.status == _PENDING:  # one awaiting approval is enqueued once approved
-                    dispatch.tool_call(run, inv.tool_call_id, inv.name, position=inv.position)
+            # One awaiting approval is enqueued once approved.
+            dispatch.tool_calls(run, [(inv.tool_call_id, inv.name, inv.position)
+                                      for inv in server_calls if inv.status == _PENDING])
             if server_calls:
                 # The round's fan-in counts down from here (tool_steps.py).
                 update_where(Run, {"heartbeat_at": now, "pending_tool_calls": len(server_calls)}, pk=run.pk)

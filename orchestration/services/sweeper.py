@@ -66,8 +66,7 @@ def run_redispatch(run_id: str) -> str:
             if all(_parked(call_step_id(run_id, call_id)) for call_id, _ in lost):
                 return _still_parked(run)
             action = "tools"
-            for call_id, name in lost:
-                dispatch.tool_call(run, call_id, name)
+            dispatch.tool_calls(run, [(call_id, name, 0) for call_id, name in lost])
         elif turn is not None and turn.status == "completed" and not turn.tool_calls:
             transaction.on_commit(lambda: run_finalize(run_id=run_id, outcome=Outcome.COMPLETED))
             action = "finalize"
