@@ -37,10 +37,10 @@ def test_a_rounds_calls_reach_the_broker_in_one_round_trip_after_the_commit(make
     with private_redis() as server, broker_at(server.url()):
         broker = server.client()
         run = new_run(user)  # sends turn 0: the producer's connection is made
-        reads_before = broker.info("stats")["total_reads_processed"]
         with transaction.atomic():
             dispatch.tool_calls(run, ROUND)
             assert [name for name, _ in enqueued(broker)] == ["chatforge.llm_turn"]  # nothing before the commit
+            reads_before = broker.info("stats")["total_reads_processed"]
         # The server's count includes each INFO: the one after is the second read.
         assert broker.info("stats")["total_reads_processed"] - reads_before == 2
 
