@@ -726,6 +726,22 @@ def write_doc(r: dict) -> None:
         f"{s['machine_busy_cpu_s']:.0f} CPU-s) | {met(s['runs_per_s'] >= 100)} |"
         for s in r["saturation"]
     )
+    part_names = [("llm", "LLM worker"), ("tools", "tools worker"), ("web", "web"), ("ws", "ws"),
+                  ("postgres", "Postgres"), ("redis broker", "Redis broker"), ("redis events", "Redis event log"),
+                  ("bench", "benchmark (clients, fake model)")]
+    cpu_rows = "\n".join(
+        f"| {'0 tool rounds' if s['scenario'].endswith('r0') else '1 tool round'} | "
+        + " | ".join(f"{s['cpu_ms_per_run_by_part'].get(key, 0):.1f}" for key, _ in part_names) + " |"
+        for s in r["saturation"] if "cpu_ms_per_run_by_part" in s
+    )
+    cpu_table = f"""
+
+CPU per run at saturation by process, ms (each process with its children: a
+worker's pool, Postgres' backends):
+
+| load | {' | '.join(label for _, label in part_names)} |
+|---|{'---|' * len(part_names)}
+{cpu_rows}""" if cpu_rows else ""
     section = f"""{BEGIN}
 Last run: {r['date']} on {r['machine']} (`make bench`, {r['code']}; {r['total_s']:.0f} s in all).
 The machine is shared: while the counted runs below ran ({load['window_s']:.0f} s) it was busy
@@ -784,7 +800,7 @@ run finished):
 | load | completed | throughput | POST → 202 p50 / p95 | run created → finished p50 / p95 \
 | SQL per POST / per step | CPU per run (benchmark's CPU of the machine's busy CPU) | ≥ 100 runs/s |
 |---|---|---|---|---|---|---|---|
-{sat_rows}
+{sat_rows}{cpu_table}
 {END}"""
     text = DOC.read_text() if DOC.exists() else ""
     if BEGIN in text and END in text:

@@ -33,3 +33,17 @@ def test_user_limits_from_the_admin_reach_the_engine(admin_client, django_user_m
     assert response.status_code == 302, response.content.decode()[:2000]
     assert UserLimits.objects.get(user=user).max_running_steps == 2
     assert current_limits(fresh=True).user_running_cap(user.pk) == 2
+
+
+def test_whether_any_cap_is_set_follows_the_tables_per_snapshot_and_the_default_live(django_user_model, settings):
+    settings.CHATFORGE_USER_MAX_RUNNING_STEPS = 0
+    user = django_user_model.objects.create_user(username="capped", password="pw")
+    UserLimits.objects.create(user=user, max_running_steps=None)  # a row without a cap
+    limits = current_limits(fresh=True)
+    assert not limits.caps_running_steps
+    settings.CHATFORGE_USER_MAX_RUNNING_STEPS = 4  # the server default is read at each step
+    assert limits.caps_running_steps
+    settings.CHATFORGE_USER_MAX_RUNNING_STEPS = 0
+    ToolLimit.objects.create(tool_name="echo", max_concurrency=2)
+    assert not limits.caps_running_steps  # a snapshot keeps its tables
+    assert current_limits(fresh=True).caps_running_steps  # the next one sees the row
