@@ -26,6 +26,12 @@ CELERY_BROKER_TRANSPORT: str | None = (
 )
 CELERY_TASK_IGNORE_RESULT = True  # results live in Postgres, not in a result backend
 CELERY_RESULT_BACKEND = None
+# One (disabled) result backend per process. Celery otherwise builds one per
+# thread, and per greenlet in the gevent worker: a new one for every task
+# that sends a step and every request that starts a run (2 % of the LLM
+# worker's and of the web process' CPU at the benchmark's saturation;
+# docs/performance.md).
+CELERY_RESULT_BACKEND_THREAD_SAFE = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

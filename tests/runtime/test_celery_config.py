@@ -29,3 +29,13 @@ def test_conf_can_still_be_changed_directly():
         assert app.conf.task_default_queue == "elsewhere"
     finally:
         app.conf.task_default_queue = old
+
+
+def test_one_result_backend_serves_every_thread():
+    import threading
+
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(app.backend))
+    thread.start()
+    thread.join(10)
+    assert seen == [app.backend]  # not one built per thread (or greenlet) on its first send_task
