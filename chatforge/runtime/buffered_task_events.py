@@ -1,4 +1,4 @@
-"""Task events sent after the task starts, in batches, in the gevent worker.
+"""Task events sent after the task starts, in batches, in the gevent and prefork workers.
 
 With ``-E`` every task makes the worker send ``task-received`` and
 ``task-started`` (then ``task-succeeded``) to the broker for Flower. The
@@ -18,13 +18,19 @@ sends a full buffer (24 events) at once. Events reach Flower up to
 ``FLUSH_DELAY_S`` later; nothing else reads them. Worker events
 (heartbeats, online/offline) are sent as before.
 
-Registered in ``chatforge/celery.py``; a no-op in the prefork and threads
+The prefork worker has an event loop, but Celery flushes its buffer on the
+loop's next turn, so each event still went in a message of its own (2.5
+messages per tool call, each a round trip from the loop that hands tasks
+to the pool): it gets the same delay on its loop's timer.
+
+Registered in ``chatforge/celery.py``; a no-op in the threads and solo
 pools and when events are off.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery import bootsteps
@@ -37,19 +43,20 @@ FLUSH_DELAY_S = 0.05
 
 class _Flusher:
     """Sends the dispatcher's buffered events once, ``FLUSH_DELAY_S`` after
-    the first event queued since the last send."""
+    the first event queued since the last send; ``later(delay, fn)`` runs
+    ``fn`` after ``delay`` in the worker's own way (a greenlet, or a timer
+    of the prefork worker's event loop)."""
 
-    def __init__(self, dispatcher: EventDispatcher) -> None:
+    def __init__(self, dispatcher: EventDispatcher, later: Callable[[float, Callable[[], None]], Any]) -> None:
         self.dispatcher = dispatcher
+        self.later = later
         self.scheduled = False
 
     def schedule(self) -> None:
         if self.scheduled:
             return
-        import gevent  # only in the gevent worker, where it is loaded already
-
         self.scheduled = True
-        gevent.spawn_later(FLUSH_DELAY_S, self.flush)
+        self.later(FLUSH_DELAY_S, self.flush)
 
     def flush(self) -> None:
         self.scheduled = False
@@ -59,17 +66,30 @@ class _Flusher:
             logger.warning("task events not sent (%s: %s)", type(exc).__name__, exc)
 
 
+def _greenlet_later(delay: float, fn: Callable[[], None]) -> None:
+    import gevent  # only in the gevent worker, where it is loaded already
+
+    gevent.spawn_later(delay, fn)
+
+
 class BufferTaskEvents(bootsteps.StartStopStep):
     """After Celery's ``Events`` step (again after each reconnect, when it
-    makes a new dispatcher): buffer the ``task`` group in a green pool."""
+    makes a new dispatcher): buffer the ``task`` group for ``FLUSH_DELAY_S``,
+    in a green pool or on the prefork worker's event loop."""
 
     requires = ("celery.worker.consumer.events:Events",)
 
     def start(self, c: Any) -> None:
         dispatcher: EventDispatcher | None = c.event_dispatcher
-        if dispatcher is None or c.hub is not None or not getattr(c.pool, "is_green", False):
+        if dispatcher is None:
             return
-        flusher = _Flusher(dispatcher)
+        if c.hub is not None:
+            later = c.hub.call_later
+        elif getattr(c.pool, "is_green", False):
+            later = _greenlet_later
+        else:
+            return  # the threads and solo pools: Celery's own sending
+        flusher = _Flusher(dispatcher, later)
         dispatcher.buffer_group = frozenset({"task"})
         dispatcher.on_send_buffered = flusher.schedule
         self._flusher = flusher
