@@ -2,17 +2,17 @@
 
 With ``-E`` every task makes the worker send ``task-received`` and
 ``task-started`` (then ``task-succeeded``) to the broker for Flower. The
-prefork worker buffers them and sends them in batches from its event loop;
-the gevent worker has no event loop, so Celery sends each at once, in the
-path of the task: the message is read, ``task-received`` is published, the
+prefork worker buffers them but sends the buffer on its event loop's next
+turn; the gevent worker has no event loop, so Celery sends each at once,
+in the path of the task: the message is read, ``task-received`` is published, the
 task's greenlet starts, ``task-started`` is published, then the task runs
 (Celery's own source notes that gevent "should actually buffer"). Measured
 on the benchmark's stack, that put 0.7–0.9 ms into every model turn's wait
 between the broker and the task (docs/performance.md).
 
-This consumer step makes the gevent worker buffer its task events as the
-prefork worker does: an event is queued, and a greenlet sends what has been
-queued ``FLUSH_DELAY_S`` later, in one message (``task.multi``, which
+This consumer step makes the gevent worker buffer its task events: an
+event is queued, and a greenlet sends what has been queued
+``FLUSH_DELAY_S`` later, in one message (``task.multi``, which
 Flower and ``celery events`` read like the prefork worker's). Celery still
 sends a full buffer (24 events) at once. Events reach Flower up to
 ``FLUSH_DELAY_S`` later; nothing else reads them. Worker events

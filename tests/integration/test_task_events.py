@@ -1,7 +1,7 @@
 """Task events (``-E``) as Flower and ``celery events`` receive them: every
-step's task is received, started and succeeded, and the gevent LLM worker
-sends them in batches after the task starts, as the prefork tools worker
-does (chatforge/runtime/buffered_task_events.py), not one message each in
+step's task is received, started and succeeded, and both the gevent LLM
+worker and the prefork tools worker send them in batches after the task
+starts (chatforge/runtime/buffered_task_events.py), not one message each in
 the task's path."""
 
 from __future__ import annotations
@@ -77,4 +77,4 @@ def test_each_step_task_is_received_started_and_succeeded_in_batches(stack, fake
 
     hosts = {host.split("@")[0]: kinds for host, kinds in receiver.carried_by.items()}
     assert hosts["llm"] == {"batch"}  # the gevent worker: never one message per event
-    assert hosts["tools"] == {"batch"}  # the prefork worker, by Celery's own buffering
+    assert hosts["tools"] == {"batch"}  # the prefork worker: on its event loop's timer
