@@ -402,8 +402,12 @@ def cpu_by_part(roots: list[int], parts: dict[str, int]) -> dict[str, float]:
     from bench.counting import _children, _process_tree
 
     children = _children()
-    out = {name: sum(cpu_seconds(p) for p in _process_tree(pid, children)) for name, pid in parts.items()}
-    out["bench"] = our_cpu(roots) - sum(out.values())
+
+    def tree(pid: int) -> float:
+        return sum(cpu_seconds(p) for p in _process_tree(pid, children))
+
+    out = {name: tree(pid) for name, pid in parts.items()}
+    out["bench"] = sum(tree(root) for root in roots) - sum(out.values())
     return out
 
 
@@ -552,8 +556,7 @@ def measure(args: argparse.Namespace, *, stack: Stack, pg: PrivatePostgres, brok
                         saturation_tokens[index * per_scenario_users:(index + 1) * per_scenario_users],
                         [stack.api_url])
         time.sleep(1.0)
-        sat_cpu_start, sat_busy_start = our_cpu(roots), machine_busy()
-        sat_parts_start = cpu_by_part(roots, parts)
+        sat_parts_start, sat_busy_start = cpu_by_part(roots, parts), machine_busy()
         counters.reset()
         log_start = counters.connections.offset()
         report, ids = saturation(stack, scenario, jobs, clients=args.clients, admin_url=admin_url)
@@ -561,10 +564,9 @@ def measure(args: argparse.Namespace, *, stack: Stack, pg: PrivatePostgres, brok
         report["pg_connections_by_process"] = counters.connections.count(log_start,
                                                                          counters.connections.offset())
         saturated_ids.append(ids)
-        sat_cpu_end, sat_busy_end = our_cpu(roots), machine_busy()
+        sat_parts_end, sat_busy_end = cpu_by_part(roots, parts), machine_busy()
         report["machine_busy_cpu_s"] = round(sat_busy_end[0] - sat_busy_start[0], 1)
-        report["bench_cpu_s"] = round(sat_cpu_end - sat_cpu_start, 1)
-        sat_parts_end = cpu_by_part(roots, parts)
+        report["bench_cpu_s"] = round(sum(sat_parts_end.values()) - sum(sat_parts_start.values()), 1)
         report["cpu_ms_per_run_by_part"] = {
             name: round((sat_parts_end[name] - sat_parts_start[name]) * 1000 / max(report["completed"], 1), 1)
             for name in sat_parts_end}
