@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -119,7 +120,7 @@ def test_without_gevent_nothing_is_installed():
 
 
 def test_the_probe_answers_as_the_library_does():
-    probe = idle_connection_probe.readable_probe(__import__("select").poll)
+    probe = idle_connection_probe.readable_probe(select.poll)
     ours, theirs = socket.socketpair()
     with ours, theirs:
         assert probe(ours) is False  # idle, open: may be lent
