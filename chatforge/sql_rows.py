@@ -226,6 +226,41 @@ def insert_statement(instance: Model) -> tuple[str, list]:
     return sql, params
 
 
+def insert_select_statement(instance: Model, expressions: dict[str, tuple[str, list]], *,
+                            source: str, source_params: Sequence = ()) -> tuple[str, list]:
+    """``INSERT … SELECT`` of a new ``instance`` as ``insert_statement``
+    writes it, except the fields named in ``expressions`` (name → SQL and
+    its parameters), computed from ``source`` (the FROM clause, its filter
+    included): a row inserted only when, and as, another part of the same
+    statement decides. No ``RETURNING``: the caller adds what it needs."""
+    fields = [field for field in instance._meta.concrete_fields
+              if not (field.primary_key and _generated_pk(instance))]
+    selected, params = [], []
+    for field in fields:
+        if field.name in expressions:
+            sql, expression_params = expressions[field.name]
+            selected.append(sql)
+            params.extend(expression_params)
+        else:
+            selected.append("%s")
+            params.append(field.get_db_prep_save(field.pre_save(instance, True), connection))
+    names = ", ".join(f'"{field.column}"' for field in fields)
+    sql = f"INSERT INTO {instance._meta.db_table} ({names}) SELECT {', '.join(selected)} FROM {source}"
+    return sql, [*params, *source_params]
+
+
+def set_clause(model: type[Model], values: dict[str, Any]) -> tuple[str, list]:
+    """The ``SET`` list of an ``UPDATE`` of the given fields, with their
+    values prepared as the ORM would."""
+    meta = model._meta
+    assignments, params = [], []
+    for name, value in values.items():
+        field = meta.get_field(name)
+        assignments.append(f'"{field.column}" = %s')
+        params.append(field.get_db_prep_save(value, connection))
+    return ", ".join(assignments), params
+
+
 def _mark_saved(instances: Sequence[Model]) -> None:
     """What ``save()`` leaves on an instance it inserted."""
     for instance in instances:
@@ -279,18 +314,13 @@ def update_where(model: type[Model], values: dict[str, Any], **where: Any) -> in
     rows whose fields equal ``where`` (``pk`` names the primary key); the
     number of rows changed. ``QuerySet.update`` without the compiling."""
     meta = model._meta
-    params = []
-    assignments = []
-    for name, value in values.items():
-        field = meta.get_field(name)
-        assignments.append(f'"{field.column}" = %s')
-        params.append(field.get_db_prep_save(value, connection))
+    assignments, params = set_clause(model, values)
     conditions = []
     for name, value in where.items():
         field = meta.pk if name == "pk" else meta.get_field(name)
         conditions.append(f'"{field.column}" = %s')
         params.append(field.get_db_prep_value(value, connection))
-    sql = f'UPDATE {meta.db_table} SET {", ".join(assignments)} WHERE {" AND ".join(conditions)}'
+    sql = f'UPDATE {meta.db_table} SET {assignments} WHERE {" AND ".join(conditions)}'
     with fixed_sql_cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount

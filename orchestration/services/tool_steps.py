@@ -20,10 +20,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -31,7 +30,7 @@ from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
 from chatforge.observability.tracing import step_span
-from chatforge.sql_rows import db_param, fixed_sql_cursor, insert_all, update_where
+from chatforge.sql_rows import insert_all, update_where
 from tools.executor import ToolResult, execute_tool
 
 from .. import dispatch, events
@@ -39,6 +38,7 @@ from ..tool_context import tool_context_for
 from ..scheduling.slots import call_step_id
 from ..scheduling.usage import take_tool_call
 from ..tooling import get_registry
+from .call_record import CountedOff, count_off, record_call_and_count_off
 from .approval_policy import APPROVAL_MODE, APPROVAL_TOOLS, UNATTENDED_DENY, unattended_output
 from .claims import claim_invocation, extras_of
 from .client_tools import round_awaits_client
@@ -110,77 +110,65 @@ def _repeat_result(inv: ToolInvocation) -> ToolResult | None:
 
 
 def record_result(inv: ToolInvocation, result: ToolResult, *, from_status: str = "running") -> None:
-    """Record the output and count the call off its round, in one transaction.
-    ``from_status``: the state the call must still be in (``running`` for a
-    delivery that ran it; ``awaiting_approval`` for a call denied unrun)."""
+    """Record the output and count the call off its round, atomically
+    (one statement on Postgres, ``call_record.py``; a transaction
+    elsewhere). ``from_status``: the state the call must still be in
+    (``running`` for a delivery that ran it; ``awaiting_approval`` for a
+    call denied unrun)."""
     output = result.output_text()
     now = timezone.now()
     run = inv.run
+    values = {
+        "status": result.status,
+        "output": output,
+        "result": result.as_dict(),
+        **({"error": result.error} if result.error else {}),  # a success keeps the last retry's error
+        "attempts": result.attempts,
+        "duration_ms": result.execution_time_ms,
+        "finished_at": now,
+    }
+    cap = run.options.get("max_iterations", settings.CHATFORGE_MAX_ITERATIONS)
+    if connection.vendor == "postgresql" and not run.options.get("client_tools"):
+        # A round of a run with client tools may end in the client's hands
+        # rather than in a turn: that decision stays in the transaction below.
+        outcome = record_call_and_count_off(inv, values, from_status=from_status, now=now, offer_tools_below=cap)
+        if outcome.recorded:
+            _counted_off(inv, result, output, outcome.counted)
+        return
     with transaction.atomic():
-        recorded = update_where(ToolInvocation, {
-            "status": result.status,
-            "output": output,
-            "result": result.as_dict(),
-            **({"error": result.error} if result.error else {}),  # a success keeps the last retry's error
-            "attempts": result.attempts,
-            "duration_ms": result.execution_time_ms,
-            "finished_at": now,
-        }, pk=inv.pk, status=from_status)
-        if not recorded:
+        if not update_where(ToolInvocation, values, pk=inv.pk, status=from_status):
             return  # a parallel delivery recorded it first (and counted it)
-        record.tool_recorded(inv.name, result)
-        counted = _count_off(str(inv.run_id), inv.iteration, now)
-        if counted is None:
-            return  # the run has ended (or left this round)
-        pending, iteration, cancel_requested = counted
-        events.tool_output(
-            ref(run),
-            tool_call_id=inv.tool_call_id,
-            name=inv.name,
-            output=output,
-            status=result.status,
-            execution_time_ms=result.execution_time_ms,
-        )
-        if pending > 0:
-            return  # other calls of the round are still running
-        if cancel_requested:
-            transaction.on_commit(lambda: run_finalize(run_id=str(run.id), outcome=Outcome.CANCELLED))
+        counted = count_off(inv, now)
+        if not _counted_off(inv, result, output, counted):
             return
         if round_awaits_client(run, inv.iteration):
             # The server's calls are done; the client's are the client's to run.
             run_finalize(run_id=str(run.id), outcome=Outcome.COMPLETED)
             return
-        cap = run.options.get("max_iterations", settings.CHATFORGE_MAX_ITERATIONS)
-        insert_all(LlmTurn(run_id=run.id, iteration=iteration, offered_tools=iteration < cap))
-        dispatch.llm_turn(run, iteration)
+        insert_all(LlmTurn(run_id=run.id, iteration=counted.iteration, offered_tools=counted.iteration < cap))
+        dispatch.llm_turn(run, counted.iteration)
 
 
-# One statement: count the call off, and if it was the round's last (and
-# the run was not asked to stop) move the run to the next iteration. SET
-# expressions read the row as it was, so "pending_tool_calls <= 1" means
-# "this call is the last". RETURNING needs SQLite 3.35+ in embedded mode.
-_COUNT_OFF_SQL = f"""
-UPDATE {Run._meta.db_table}
-SET pending_tool_calls = pending_tool_calls - 1,
-    heartbeat_at = %s,
-    iteration = CASE WHEN pending_tool_calls <= 1 AND NOT cancel_requested
-                     THEN iteration + 1 ELSE iteration END
-WHERE id = %s AND iteration = %s AND status IN ('queued', 'running')
-RETURNING pending_tool_calls, iteration, cancel_requested
-"""
-
-
-def _count_off(run_id: str, iteration: int, now) -> tuple[int, int, bool] | None:
-    """(calls still pending, the run's iteration now, cancel requested), or
-    None when the run has ended or is no longer at this round."""
-    params = [db_param(Run, "heartbeat_at", now), db_param(Run, "pk", uuid.UUID(run_id)), iteration]
-    with fixed_sql_cursor() as cursor:
-        cursor.execute(_COUNT_OFF_SQL, params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    pending, new_iteration, cancel_requested = row
-    return int(pending), int(new_iteration), bool(cancel_requested)
+def _counted_off(inv: ToolInvocation, result: ToolResult, output: str, counted: CountedOff | None) -> bool:
+    """What follows a recorded call's count-off: its output to clients,
+    and, when it ended its round, the next turn sent (if the statement
+    created it) or the run cancelled. Returns whether the round ended and
+    the run goes on without a turn yet (the transactional path creates it)."""
+    record.tool_recorded(inv.name, result)
+    if counted is None:
+        return False  # the run has ended (or left this round)
+    run = inv.run
+    events.tool_output(ref(run), tool_call_id=inv.tool_call_id, name=inv.name, output=output,
+                       status=result.status, execution_time_ms=result.execution_time_ms)
+    if counted.pending > 0:
+        return False  # other calls of the round are still running
+    if counted.cancel_requested:
+        transaction.on_commit(lambda: run_finalize(run_id=str(run.id), outcome=Outcome.CANCELLED))
+        return False
+    if counted.next_turn_created:
+        dispatch.llm_turn(run, counted.iteration)
+        return False
+    return True
 
 
 def _record_failed_attempt(run: Run, inv: ToolInvocation, attempt: int, error: str) -> None:

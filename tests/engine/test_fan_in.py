@@ -12,7 +12,9 @@ from django.db import connection
 from chatforge.conversations.models import Conversation, LlmTurn, Run, ToolInvocation
 from orchestration import tasks
 from orchestration.services.runs import RunOptions, run_start
+from orchestration.services.tool_steps import record_result
 from tests.fakes.openai_server import Reply
+from tools.executor import ToolResult
 
 from .test_redelivery import enqueued
 
@@ -88,3 +90,31 @@ def test_every_call_delivered_twice_at_once_is_counted_once(wide_round):
     tasks.llm_turn(run_id, 1)
     run.refresh_from_db()
     assert run.status == "completed"
+
+
+def test_a_round_ending_after_stop_was_asked_cancels_the_run_without_a_next_turn(wide_round):
+    run, broker = wide_round
+    run_id = str(run.id)
+    call_ids = list(ToolInvocation.objects.filter(run=run).values_list("tool_call_id", flat=True))
+    Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+
+    for call_id in call_ids:
+        # The calls were claimed before Stop was asked (a later delivery stops at its claim).
+        ToolInvocation.objects.filter(run=run, tool_call_id=call_id).update(status="running")
+        record_result(ToolInvocation.objects.select_related("run").get(run=run, tool_call_id=call_id),
+                      ToolResult(tool_name="echo", status="success", result="done"))
+
+    run.refresh_from_db()
+    assert (run.status, run.iteration, run.pending_tool_calls) == ("cancelled", 0, 0)
+    assert not LlmTurn.objects.filter(run=run, iteration=1).exists()
+    assert [args for name, args in enqueued(broker) if name == "chatforge.llm_turn" and args[1] == 1] == []
+
+
+def test_the_turn_after_the_last_allowed_round_is_offered_no_tools(wide_round):
+    run, broker = wide_round
+    Run.objects.filter(pk=run.pk).update(options={**run.options, "max_iterations": 1})
+
+    assert _deliver_at_once(str(run.id), list(ToolInvocation.objects.filter(run=run)
+                                              .values_list("tool_call_id", flat=True))) == []
+
+    assert LlmTurn.objects.get(run=run, iteration=1).offered_tools is False

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # Statements per step, BEGIN and COMMIT included.
 BUDGET = {
     "first model turn (asks for a tool)": 7,
-    "tool call (and the fan-in that creates the next turn)": 6,
+    "tool call (and the fan-in that creates the next turn)": 2,
     "last model turn (and finalize)": 13,
 }
 
