@@ -261,7 +261,7 @@ def set_clause(model: type[Model], values: dict[str, Any]) -> tuple[str, list]:
     return ", ".join(assignments), params
 
 
-def _mark_saved(instances: Sequence[Model]) -> None:
+def mark_saved(instances: Sequence[Model]) -> None:
     """What ``save()`` leaves on an instance it inserted."""
     for instance in instances:
         instance._state.adding = False
@@ -286,7 +286,7 @@ def insert_all(*instances: Model) -> None:
                 cursor.execute(sql, params)
         if _generated_pk(instances[-1]):
             instances[-1].pk = cursor.fetchone()[0]
-    _mark_saved(instances)
+    mark_saved(instances)
 
 
 def insert_rows(instances: Sequence[Model]) -> None:
@@ -306,7 +306,7 @@ def insert_rows(instances: Sequence[Model]) -> None:
         if returning:
             for instance, (pk,) in zip(instances, cursor.fetchall(), strict=True):
                 instance.pk = pk
-    _mark_saved(instances)
+    mark_saved(instances)
 
 
 def update_where(model: type[Model], values: dict[str, Any], **where: Any) -> int:

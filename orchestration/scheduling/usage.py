@@ -110,9 +110,14 @@ def token_budget(user_id: int) -> BudgetState | None:
                        renews=renews, retry_after_s=seconds)
 
 
+def counts_tokens(user_id: int) -> bool:
+    """Whether the user's turns are counted against a token budget."""
+    return current_limits().user(user_id).token_budget is not None
+
+
 def count_tokens(user_id: int, usage: dict) -> None:
     """Add a turn's tokens to the user's day, for users with a budget."""
-    if current_limits().user(user_id).token_budget is None:
+    if not counts_tokens(user_id):
         return
     total = usage.get("total_tokens") or (usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
     if total:

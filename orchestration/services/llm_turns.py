@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
@@ -31,7 +31,7 @@ from ..providers.base import ChatProvider, ReasoningDelta, TextDelta, ToolCall, 
 from ..providers.retry_policy import policy_for
 from ..providers.sampling import SAMPLING_OPTIONS
 from ..scheduling.slots import turn_step_id
-from ..scheduling.usage import count_tokens, token_budget
+from ..scheduling.usage import count_tokens, counts_tokens, token_budget
 from ..tooling import get_registry
 from .approval_policy import APPROVAL_MODE, APPROVAL_TOOLS, UNATTENDED_DENY
 from .approvals import announce_requests, approval_deadline
@@ -43,6 +43,7 @@ from .finalize import Outcome, run_finalize, step_must_stop
 from .heartbeat import step_lease
 from .ledger import ref
 from .outage_retry import retry_through_outage
+from .turn_record import record_turn_with_calls
 
 logger = logging.getLogger(__name__)
 
@@ -246,49 +247,36 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
     run = turn.run
     calls = _unique_calls(turn.iteration, result.tool_calls, turn_input.used_call_ids) if turn.offered_tools else []
     now = timezone.now()
+    values = {
+        "status": "completed",
+        "text": result.text,
+        "reasoning": result.reasoning,
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments, **({"metadata": c.metadata} if c.metadata else {})}
+            for c in calls
+        ],
+        "reasoning_details": result.reasoning_details,
+        "finish_reason": "tool_calls" if calls else ("stop" if result.finish_reason == "tool_calls" else result.finish_reason),
+        "usage": result.usage,
+        "response_id": result.response_id or "",
+        "provider_ms": provider_ms,
+        "finished_at": now,
+    }
+    invocations = _invocations(run, turn, calls, turn_input, result, now)
+    server_calls = [inv for inv in invocations if inv.status in (_PENDING, _AWAITING)]
+    if server_calls and connection.vendor == "postgresql" and not counts_tokens(run.user_id):
+        # Nothing else to commit with these rows: one statement (turn_record.py).
+        if not record_turn_with_calls(turn, values, invocations, pending=len(server_calls), now=now):
+            return None
+        _send_round(run, invocations)
+        return True
     with transaction.atomic():
-        recorded = update_where(LlmTurn, {
-            "status": "completed",
-            "text": result.text,
-            "reasoning": result.reasoning,
-            "tool_calls": [
-                {"id": c.id, "name": c.name, "arguments": c.arguments, **({"metadata": c.metadata} if c.metadata else {})}
-                for c in calls
-            ],
-            "reasoning_details": result.reasoning_details,
-            "finish_reason": "tool_calls" if calls else ("stop" if result.finish_reason == "tool_calls" else result.finish_reason),
-            "usage": result.usage,
-            "response_id": result.response_id or "",
-            "provider_ms": provider_ms,
-            "finished_at": now,
-        }, pk=turn.pk, status="running")
-        if not recorded:
+        if not update_where(LlmTurn, values, pk=turn.pk, status="running"):
             return None
         count_tokens(run.user_id, result.usage)  # against a token budget, if the user has one
-        if calls:
-            status_of = _initial_status(run)
-            statuses = [status_of(c.name) for c in calls]
-            invocations = [
-                ToolInvocation(
-                    run=run,
-                    tool_call_id=c.id,
-                    iteration=turn.iteration,
-                    position=pos,
-                    name=c.name,
-                    arguments=c.arguments,
-                    text_offset=turn_input.prior_text_length + len(result.text),
-                    status=status,
-                    approval_expires_at=approval_deadline(now) if status == _AWAITING else None,
-                )
-                for pos, (c, status) in enumerate(zip(calls, statuses, strict=True))
-            ]
+        if invocations:
             insert_rows(invocations)
-            _emit_tool_call_events(run, invocations)
-            announce_requests(run, invocations)
-            server_calls = [inv for inv in invocations if inv.status in (_PENDING, _AWAITING)]
-            # One awaiting approval is enqueued once approved.
-            dispatch.tool_calls(run, [(inv.tool_call_id, inv.name, inv.position)
-                                      for inv in server_calls if inv.status == _PENDING])
+            _send_round(run, invocations)
             if server_calls:
                 # The round's fan-in counts down from here (tool_steps.py).
                 update_where(Run, {"heartbeat_at": now, "pending_tool_calls": len(server_calls)}, pk=run.pk)
@@ -301,6 +289,38 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
             # no heartbeat write for a run that is ending).
             run_finalize(run_id=str(run.id), outcome=Outcome.COMPLETED)
     return bool(calls)
+
+
+def _invocations(run: Run, turn: LlmTurn, calls: list[ToolCall], turn_input: TurnInput, result: TurnResult,
+                 now) -> list[ToolInvocation]:
+    """The turn's calls as new rows, each in the state it starts in."""
+    if not calls:
+        return []
+    status_of = _initial_status(run)
+    invocations = []
+    for position, call in enumerate(calls):
+        status = status_of(call.name)
+        invocations.append(ToolInvocation(
+            run=run,
+            tool_call_id=call.id,
+            iteration=turn.iteration,
+            position=position,
+            name=call.name,
+            arguments=call.arguments,
+            text_offset=turn_input.prior_text_length + len(result.text),
+            status=status,
+            approval_expires_at=approval_deadline(now) if status == _AWAITING else None,
+        ))
+    return invocations
+
+
+def _send_round(run: Run, invocations: list[ToolInvocation]) -> None:
+    """The round's calls to clients, and the ones that may run now to the
+    tools queue (one awaiting approval is sent once approved)."""
+    _emit_tool_call_events(run, invocations)
+    announce_requests(run, invocations)
+    dispatch.tool_calls(run, [(inv.tool_call_id, inv.name, inv.position)
+                              for inv in invocations if inv.status == _PENDING])
 
 
 _PENDING, _AWAITING = ToolInvocation.Status.PENDING, ToolInvocation.Status.AWAITING_APPROVAL

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # Statements per step, BEGIN and COMMIT included.
 BUDGET = {
-    "first model turn (asks for a tool)": 7,
+    "first model turn (asks for a tool)": 3,
     "tool call (and the fan-in that creates the next turn)": 2,
     "last model turn (and finalize)": 13,
 }
