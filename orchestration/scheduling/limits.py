@@ -65,7 +65,13 @@ class Limits:
 _NO_USER_LIMIT = UserLimit()
 _NO_TOOL_LIMIT = ToolLimitValues()
 
-_lock = threading.Lock()
+# Held by the one caller refreshing an expired snapshot, never waited on:
+# the others use the previous snapshot meanwhile. A caller waiting for the
+# lock could hold a pooled database connection (a step ends with its
+# connection still checked out) while the refresher waits for one from the
+# same pool: with every connection held that way, the process stalled until
+# the pool's timeout (seen at saturation in the gevent LLM worker).
+_refreshing = threading.Lock()
 _cached: tuple[float, Limits] | None = None
 
 
@@ -95,9 +101,15 @@ def current_limits(*, fresh: bool = False) -> Limits:
     cached = _cached
     if not fresh and cached is not None and now - cached[0] < settings.CHATFORGE_LIMITS_TTL_S:
         return cached[1]
-    with _lock:
+    refreshing = not fresh and cached is not None
+    if refreshing and not _refreshing.acquire(blocking=False):
+        return cached[1]  # another caller is reading the new snapshot
+    try:
         limits = _load()
         _cached = (now, limits)
+    finally:
+        if refreshing:
+            _refreshing.release()
     return limits
 
 
