@@ -270,23 +270,34 @@ def mark_saved(instances: Sequence[Model]) -> None:
 
 def insert_all(*instances: Model) -> None:
     """Insert new instances in order, as ``save()`` would: one statement on
-    Postgres (chained data-modifying CTEs, one round trip; foreign keys are
-    checked at commit), one each elsewhere. Only the last may leave its
-    primary key to the database."""
+    Postgres (``write_together``). Only the last may leave its primary key
+    to the database."""
     if any(_generated_pk(instance) for instance in instances[:-1]):
         raise ValueError("only the last instance may have its primary key generated")
-    statements = [insert_statement(instance) for instance in instances]
     with fixed_sql_cursor() as cursor:
-        if connection.vendor == "postgresql" and len(statements) > 1:
-            *first, last = statements
-            chained = ", ".join(f"i{n} AS ({sql})" for n, (sql, _) in enumerate(first))
-            cursor.execute(f"WITH {chained} {last[0]}", [p for _, params in statements for p in params])
-        else:
-            for sql, params in statements:
-                cursor.execute(sql, params)
+        _chained(cursor, [insert_statement(instance) for instance in instances])
         if _generated_pk(instances[-1]):
             instances[-1].pk = cursor.fetchone()[0]
     mark_saved(instances)
+
+
+def write_together(*statements: tuple[str, list]) -> None:
+    """Writes whose results are not needed (``insert_statement``,
+    ``update_statement``), in one round trip: one statement on Postgres,
+    chained as data-modifying CTEs (foreign keys are checked at commit; no
+    two may change the same row), one each elsewhere."""
+    with fixed_sql_cursor() as cursor:
+        _chained(cursor, list(statements))
+
+
+def _chained(cursor: CursorWrapper, statements: list[tuple[str, list]]) -> None:
+    if connection.vendor == "postgresql" and len(statements) > 1:
+        *first, last = statements
+        chained = ", ".join(f"i{n} AS ({sql})" for n, (sql, _) in enumerate(first))
+        cursor.execute(f"WITH {chained} {last[0]}", [p for _, params in statements for p in params])
+    else:
+        for sql, params in statements:
+            cursor.execute(sql, params)
 
 
 def insert_rows(instances: Sequence[Model]) -> None:
@@ -309,10 +320,9 @@ def insert_rows(instances: Sequence[Model]) -> None:
     mark_saved(instances)
 
 
-def update_where(model: type[Model], values: dict[str, Any], **where: Any) -> int:
-    """``UPDATE`` the given fields (values prepared as the ORM would) of the
-    rows whose fields equal ``where`` (``pk`` names the primary key); the
-    number of rows changed. ``QuerySet.update`` without the compiling."""
+def update_statement(model: type[Model], values: dict[str, Any], **where: Any) -> tuple[str, list]:
+    """``UPDATE`` of the given fields (values prepared as the ORM would) of
+    the rows whose fields equal ``where`` (``pk`` names the primary key)."""
     meta = model._meta
     assignments, params = set_clause(model, values)
     conditions = []
@@ -320,7 +330,12 @@ def update_where(model: type[Model], values: dict[str, Any], **where: Any) -> in
         field = meta.pk if name == "pk" else meta.get_field(name)
         conditions.append(f'"{field.column}" = %s')
         params.append(field.get_db_prep_value(value, connection))
-    sql = f'UPDATE {meta.db_table} SET {assignments} WHERE {" AND ".join(conditions)}'
+    return f'UPDATE {meta.db_table} SET {assignments} WHERE {" AND ".join(conditions)}', params
+
+
+def update_where(model: type[Model], values: dict[str, Any], **where: Any) -> int:
+    """``update_statement`` sent; the number of rows changed.
+    ``QuerySet.update`` without the compiling."""
     with fixed_sql_cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(*update_statement(model, values, **where))
         return cursor.rowcount

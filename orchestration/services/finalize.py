@@ -14,7 +14,8 @@ from django.utils import timezone
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
 from chatforge.conversations.selectors import ledger_invocations_read, ledger_turns_read
 from chatforge.observability import record
-from chatforge.sql_rows import Read, columns, db_param, fetch_together, insert_all, instances, update_where
+from chatforge.sql_rows import (Read, columns, db_param, fetch_together, insert_statement, instances, mark_saved,
+                                update_statement, write_together)
 
 from .. import dispatch, events
 from ..rounds import run_rounds
@@ -122,7 +123,6 @@ def run_finalize(
             model=run.model,
             usage=_sum_usage(turns),
         )
-        insert_all(message)
         now = timezone.now()
         run.status = Run.Status(outcome.value)
         run.error = error
@@ -131,10 +131,14 @@ def run_finalize(
         run.max_iterations_reached = final_turn is not None and not final_turn.offered_tools and final_turn.iteration > 0
         run.finished_at = now
         run.heartbeat_at = now
-        update_where(Run, {name: getattr(run, name) for name in (
-            "status", "error", "finish_reason", "usage", "max_iterations_reached", "finished_at", "heartbeat_at")},
-            pk=run.pk)
-        update_where(Conversation, {"updated_at": now}, pk=run.conversation_id)
+        write_together(  # one round trip on Postgres
+            insert_statement(message),
+            update_statement(Run, {name: getattr(run, name) for name in (
+                "status", "error", "finish_reason", "usage", "max_iterations_reached", "finished_at",
+                "heartbeat_at")}, pk=run.pk),
+            update_statement(Conversation, {"updated_at": now}, pk=run.conversation_id),
+        )
+        mark_saved([message])
         record.run_finished(run)
         _publish_terminal(run, str(message.id))
         # Runs posted while this one was active (double-texting) start now.

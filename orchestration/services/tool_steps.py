@@ -2,10 +2,11 @@
 turns every failure into a result for the model), record the output, and —
 if it is the last call of its round to finish — start the next model turn.
 
-The fan-in is decided inside the transaction that records the output, by
+The fan-in is decided in the write that records the output (one
+statement on Postgres, ``call_record.py``; a transaction elsewhere), by
 one UPDATE of the run row that counts the round's pending calls down
 (``Run.pending_tool_calls``, set when the turn recorded its calls). The
-UPDATE locks the row until the transaction commits, and Postgres evaluates
+UPDATE locks the row until that write commits, and Postgres evaluates
 each waiting UPDATE against the row as the one before it left it, so
 exactly one call of the round takes the count to zero; in the same
 statement it moves the run to the next iteration, and then it creates the

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 BUDGET = {
     "first model turn (asks for a tool)": 3,
     "tool call (and the fan-in that creates the next turn)": 2,
-    "last model turn (and finalize)": 13,
+    "last model turn (and finalize)": 11,
 }
 
 
