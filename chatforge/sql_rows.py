@@ -142,7 +142,7 @@ def load_optional(model: type[M], values: Iterator) -> M | None:
     return None if found[0] is None else load(model, found)
 
 
-def fetch(model: type[M], sql: str, params: Sequence | dict) -> list[tuple[M, tuple]]:
+def fetch(model: type[M] | None, sql: str, params: Sequence | dict) -> list[tuple[M, tuple]]:
     """Rows of ``sql``, whose select list starts with ``columns(model, …)``:
     each as the model instance and the row's further values."""
     with fixed_sql_cursor() as cursor:
@@ -150,16 +150,20 @@ def fetch(model: type[M], sql: str, params: Sequence | dict) -> list[tuple[M, tu
         return _loaded(model, cursor.fetchall())
 
 
-def _loaded(model: type[M], rows: Sequence[Sequence]) -> list[tuple[M, tuple]]:
+def _loaded(model: type[M] | None, rows: Sequence[Sequence]) -> list[tuple[M, tuple]]:
+    if model is None:
+        return [(None, tuple(row)) for row in rows]
     width = len(model._meta.concrete_fields)
     return [(load(model, row[:width]), tuple(row[width:])) for row in rows]
 
 
 @dataclass(frozen=True)
 class Read:
-    """``fetch``'s arguments, for reads made together (``fetch_together``)."""
+    """``fetch``'s arguments, for reads made together (``fetch_together``).
+    With no ``model`` the rows come back as they are (a write's
+    ``RETURNING``, sent in the same round trip as the reads after it)."""
 
-    model: type[Model]
+    model: type[Model] | None
     sql: str
     params: Sequence | dict
 

@@ -6,6 +6,7 @@ iteration cap all end here, and running it twice changes nothing."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from enum import StrEnum
 
 from django.db import connection, transaction
@@ -66,45 +67,63 @@ def _waiting_runs(run_id):
     return Run.objects.filter(blocked_by_id=run_id, status=Run.Status.QUEUED)
 
 
-def _lock_run_with_its_ledger(run_id: str) -> tuple[Run | None, list[LlmTurn], list[ToolInvocation]]:
+@dataclass
+class _Locked:
+    recorded: bool  # the answering turn's record matched its row (True without one)
+    run: Run | None
+    turns: list[LlmTurn]
+    invocations: list[ToolInvocation]
+
+
+def _lock_run_with_its_ledger(run_id: str, recording: tuple[str, list] | None) -> _Locked:
     """The run, locked, and whether runs wait behind it (double-texting), in
     one statement: most runs have none, and then no second query is made;
     with the run's completed turns and its tool calls, read after the lock
-    is taken, in the same round trip (``fetch_together``). Fixed SQL
-    (``chatforge.sql_rows``): the ORM's compiling of these reads cost more
-    than the statements."""
+    is taken, in the same round trip (``fetch_together``; on Postgres the
+    transaction's ``BEGIN`` and ``recording``, the answering turn's own
+    ``UPDATE``, go first in it). Fixed SQL (``chatforge.sql_rows``): the
+    ORM's compiling of these reads cost more than the statements."""
     table = Run._meta.db_table
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     sql = f"""SELECT {columns(Run, "r")},
                      EXISTS (SELECT 1 FROM {table} w WHERE w."blocked_by_id" = r."id" AND w."status" = %s)
               FROM {table} r WHERE r."id" = %s{lock}"""
-    found, turns, invocations = fetch_together(
+    writes = [Read(None, f"{recording[0]} RETURNING 1", recording[1])] if recording else []
+    *written, found, turns, invocations = fetch_together(
+        *writes,
         Read(Run, sql, [Run.Status.QUEUED.value, db_param(Run, "id", run_id)]),
         ledger_turns_read(run_id, completed_only=True),
         ledger_invocations_read(run_id),
     )
-    if not found:
-        return None, [], []
+    recorded = bool(written[0]) if written else True
+    if not found or not recorded:
+        return _Locked(recorded, None, [], [])
     run, (waiting,) = found[0]
     run.has_waiting_runs = bool(waiting)
-    return run, instances(turns), instances(invocations)
+    return _Locked(recorded, run, instances(turns), instances(invocations))
 
 
 def run_finalize(
-    *, run_id: str, outcome: Outcome, error: str = "", partial_text: str = ""
-) -> None:
+    *, run_id: str, outcome: Outcome, error: str = "", partial_text: str = "",
+    recording: tuple[str, list] | None = None,
+) -> bool:
+    """End the run. ``recording``: the answering turn's conditional
+    ``UPDATE`` (``sql_rows.update_statement``), written in the same
+    transaction and round trip as the run's lock; returns False, changing
+    nothing, when it matched no row (another delivery recorded the turn)."""
     # No savepoint when nested: a turn's answer is recorded and the run ended
     # in one transaction (llm_turns._record), and a failure undoes both.
     with transaction.atomic(savepoint=False):
-        run, turns, invocations = _lock_run_with_its_ledger(run_id)
+        locked = _lock_run_with_its_ledger(run_id, recording)
+        run, turns, invocations = locked.run, locked.turns, locked.invocations
         if run is None:
-            return
+            return locked.recorded
         if run.is_terminal:
             # Delivered again: re-publish the terminal event in case the first
             # delivery died between commit and publish (the log keeps one).
             existing = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).first()
             _publish_terminal(run, str(existing.id) if existing else None)
-            return
+            return True
         _close_approval_requests(run, invocations)
         last = turns[-1] if turns else None
         final_turn = last if last is not None and (not last.tool_calls or _awaits_client(outcome, last, invocations)) else None
@@ -146,6 +165,7 @@ def run_finalize(
             for waiting in _waiting_runs(run_id).only("id", "user_id", "options", "created_at", "trace_parent"):
                 dispatch.llm_turn(waiting, 0)
     logger.info("run %s ended: %s", run_id, outcome.value)
+    return True
 
 
 def _close_approval_requests(run: Run, invocations: list[ToolInvocation]) -> None:

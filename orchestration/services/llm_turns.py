@@ -22,7 +22,7 @@ from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
 from chatforge.observability.tracing import step_span
 from chatforge.runtime.db_connections import release_connections
-from chatforge.sql_rows import insert_rows, update_where
+from chatforge.sql_rows import insert_rows, update_statement, update_where
 
 from .. import dispatch, events
 from ..history import TurnInput, input_for_turn
@@ -264,12 +264,18 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
     }
     invocations = _invocations(run, turn, calls, turn_input, result, now)
     server_calls = [inv for inv in invocations if inv.status in (_PENDING, _AWAITING)]
-    if server_calls and connection.vendor == "postgresql" and not counts_tokens(run.user_id):
-        # Nothing else to commit with these rows: one statement (turn_record.py).
-        if not record_turn_with_calls(turn, values, invocations, pending=len(server_calls), now=now):
-            return None
-        _send_round(run, invocations)
-        return True
+    if not counts_tokens(run.user_id):  # no usage counter to write with the record
+        if not calls:
+            # The answer: recorded in finalize's transaction, in the round
+            # trip that locks the run (finalize.py).
+            recording = update_statement(LlmTurn, values, pk=turn.pk, status="running")
+            return False if run_finalize(run_id=str(run.id), outcome=Outcome.COMPLETED, recording=recording) else None
+        if server_calls and connection.vendor == "postgresql":
+            # Nothing else to commit with these rows: one statement (turn_record.py).
+            if not record_turn_with_calls(turn, values, invocations, pending=len(server_calls), now=now):
+                return None
+            _send_round(run, invocations)
+            return True
     with transaction.atomic():
         if not update_where(LlmTurn, values, pk=turn.pk, status="running"):
             return None

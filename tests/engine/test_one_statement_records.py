@@ -1,16 +1,19 @@
 """The one-statement records (Postgres): a turn that asks for tools
 (``turn_record.py``) and a tool call with its count-off
 (``call_record.py``) write only when their row is still in the state the
-delivery claimed it in, so a second delivery's record changes nothing."""
+delivery claimed it in, so a second delivery's record changes nothing; an
+answer recorded in finalize's first round trip likewise."""
 
 from __future__ import annotations
 
 import pytest
 from django.utils import timezone
 
-from chatforge.conversations.models import Conversation, LlmTurn, Run, ToolInvocation
+from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
+from chatforge.sql_rows import update_statement
 from orchestration.services.call_record import record_call_and_count_off
 from orchestration.services.claims import claim_turn
+from orchestration.services.finalize import Outcome, run_finalize
 from orchestration.services.runs import RunOptions, run_start
 from orchestration.services.turn_record import record_turn_with_calls
 
@@ -80,3 +83,18 @@ def test_a_call_recorded_by_another_delivery_is_not_counted_again(claimed_turn):
                                      now=now, offer_tools_below=10)
     assert (last.counted.pending, last.counted.iteration, last.counted.next_turn_created) == (0, 1, True)
     assert LlmTurn.objects.get(run=claimed_turn.run, iteration=1).offered_tools is True
+
+
+def test_an_answer_is_recorded_in_finalizes_transaction_once(claimed_turn):
+    def answer(text: str) -> bool:
+        recording = update_statement(LlmTurn, {"status": "completed", "text": text, "finished_at": timezone.now()},
+                                     pk=claimed_turn.pk, status="running")
+        return run_finalize(run_id=str(claimed_turn.run_id), outcome=Outcome.COMPLETED, recording=recording)
+
+    assert answer("Done.") is True
+    assert answer("Again.") is False  # the turn was recorded: this delivery changes nothing
+
+    run = Run.objects.get(pk=claimed_turn.run_id)
+    assert run.status == "completed"
+    assert list(Message.objects.filter(run=run, role="assistant").values_list("content", flat=True)) == ["Done."]
+    assert LlmTurn.objects.get(pk=claimed_turn.pk).text == "Done."
