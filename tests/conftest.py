@@ -4,6 +4,7 @@ ChatForge stack (real worker and server processes)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -79,6 +80,38 @@ def stack(
         },
     ) as running:
         yield running
+
+
+@pytest.fixture(autouse=True)
+def _stack_quiet_before_the_flush(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that used the stack can end with a run still in its workers
+    (a stream read only up to its headers, a run left to fail): the run is
+    asked to stop and waited for here, before the database is flushed for
+    the next test. A worker's transaction and the flush's ``TRUNCATE`` take
+    the same tables' locks in different orders, and Postgres ended such a
+    ``TRUNCATE`` as a deadlock, failing the next test with the last one's rows."""
+    if "stack" not in request.fixturenames or request.node.get_closest_marker("django_db") is None:
+        yield
+        return
+    request.getfixturevalue("_django_db_helper")  # set up first, so it flushes after this has waited
+    yield
+    _wait_for_runs_to_end(ask_to_stop_after_s=2.0, give_up_after_s=20.0)
+
+
+def _wait_for_runs_to_end(*, ask_to_stop_after_s: float, give_up_after_s: float) -> None:
+    from chatforge.conversations.models import Run
+
+    started = time.monotonic()
+    active = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+    asked = False
+    while active.exists():
+        waited = time.monotonic() - started
+        if waited > give_up_after_s:
+            return  # the flush may still meet a live transaction: nothing more to do here
+        if waited > ask_to_stop_after_s and not asked:
+            active.update(cancel_requested=True)
+            asked = True
+        time.sleep(0.02)
 
 
 @pytest.fixture
