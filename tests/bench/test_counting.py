@@ -128,6 +128,9 @@ def test_timed_provider_notes_arrival_and_end_of_each_round() -> None:
                 {"role": "tool", "tool_call_id": "c1", "content": "{}"}]})
             assert second.status_code == 200
 
+        # The server notes an answer done after its last write, which the
+        # client may have read already.
+        _wait_for(lambda: all(r.done_at is not None for r in fake.requests_of("run-tag")), "both answers noted")
         rounds = fake.requests_of("run-tag")
         assert [r.round for r in rounds] == [0, 1]
         assert rounds[0].arrived_at <= rounds[0].done_at <= rounds[1].arrived_at <= rounds[1].done_at
