@@ -472,8 +472,13 @@ def measure(
         ports = [free_port() for _ in range(args.web)]
         for index, port in enumerate(ports):
             processes.append(start_server(port=port, env=env, log_dir=log_dir, name=f"web{index + 1}"))
+        # Run sockets on processes of their own (--ws), as a deployment can
+        # route /ws/ to them, or on the web processes with the POSTs.
+        ws_ports = [free_port() for _ in range(args.ws)]
+        for index, port in enumerate(ws_ports):
+            processes.append(start_server(port=port, env=env, log_dir=log_dir, name=f"ws{index + 1}"))
         http_bases = [f"http://127.0.0.1:{p}" for p in ports]
-        ws_bases = [f"ws://127.0.0.1:{p}" for p in ports]
+        ws_bases = [f"ws://127.0.0.1:{p}" for p in (ws_ports or ports)]
 
         warm_jobs = jobs_for(args.warmup, tokens[:warm_users], http_bases)
         measured_jobs = jobs_for(args.runs, tokens[warm_users:], http_bases)
@@ -588,7 +593,7 @@ def start_profilers(processes: list[Process], log_dir: Path, seconds: float) -> 
             stderr=subprocess.DEVNULL,
         )
         for p in processes
-        if p.name.startswith(("web", "llm"))
+        if p.name.startswith(("web", "ws", "llm"))
     ]
 
 
@@ -662,6 +667,8 @@ def main() -> None:
         "--pool", action="append", help="LLM worker pool:concurrency, repeatable (default gevent:1000)"
     )
     parser.add_argument("--web", type=int, default=1, help="web processes (runs spread over them)")
+    parser.add_argument("--ws", type=int, default=0,
+                        help="processes serving only the run sockets (0: the web processes serve them)")
     parser.add_argument("--chunks", type=int, default=40, help="content chunks per answer")
     parser.add_argument("--duration", type=float, default=2.0, help="seconds each answer streams")
     parser.add_argument(
@@ -739,6 +746,7 @@ def main() -> None:
         "duration_s": args.duration,
         "ramp_s": args.ramp,
         "web": args.web,
+        "ws": args.ws,
         "client_procs": args.client_procs,
         "db_pool": args.db_pool or "default",
         "env": args.env,

@@ -173,7 +173,7 @@ def run_clients(
             _run_all(
                 [j for j in jobs if j["index"] % len(http_bases) == k],
                 http_base=http_base,
-                ws_base=ws_bases[k],
+                ws_base=ws_bases[k % len(ws_bases)],
                 model=model,
                 start_at=start_at,
                 ramp_s=ramp_s,
