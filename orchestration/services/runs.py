@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -23,7 +24,7 @@ from chatforge.errors import (IdempotencyKeyReused, InvalidRequest, RunActive, T
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
 from chatforge.observability.tracing import current_trace_parent
-from chatforge.sql_rows import as_uuid, db_param, fixed_sql_cursor, insert_all
+from chatforge.sql_rows import Read, as_uuid, db_param, fetch_together, insert_all
 
 from .. import dispatch
 from ..providers import DEMO_MODEL
@@ -160,17 +161,31 @@ def _client_tools(specs: list[dict], *, server_tools: list[str]) -> list[dict]:
     return list({name: spec for name, spec in zip(names, specs, strict=True)}.values())
 
 
-def _active_run_in(conversation: Conversation, user: AbstractBaseUser) -> Run | None:
+def _lock_conversation_listing_active_runs(conversation: Conversation, user: AbstractBaseUser, *, now,
+                                           title: str) -> list[tuple[UUID | None, UUID | None]]:
+    """Lock the conversation and list the user's active runs, newest
+    first, as ``(run id, conversation id)``, in one round trip with the
+    transaction's ``BEGIN`` (``fetch_together``).
+
+    The ``UPDATE`` sets the conversation's activity time and its title from
+    the first message, and locks its row until the transaction ends, so
+    posts to one conversation are decided one at a time; the list is read
+    after it, by a statement of its own, and so sees the runs of a post that
+    held the lock before. Fixed SQL: every POST makes these
+    (``chatforge.sql_rows``)."""
+    touch = Read(None, f'UPDATE {Conversation._meta.db_table} SET "updated_at" = %s, '
+                       '"title" = CASE WHEN "title" = \'\' THEN %s ELSE "title" END WHERE "id" = %s RETURNING 1',
+                 [db_param(Conversation, "updated_at", now), title, db_param(Conversation, "id", conversation.pk)])
+    runs = Read(None, f'SELECT "id", "conversation_id" FROM {Run._meta.db_table} '
+                      'WHERE "user_id" = %s AND "status" IN (%s, %s) ORDER BY "created_at" DESC',
+                [user.pk, *(status.value for status in ACTIVE)])
+    _, active = fetch_together(touch, runs)
+    return [(as_uuid(run_id), as_uuid(conversation_id)) for _, (run_id, conversation_id) in active]
+
+
+def _active_run_in(conversation: Conversation, active: list[tuple[UUID | None, UUID | None]]) -> Run | None:
     """The conversation's active run (the newest), after checking the user's
-    cap on active runs, from one query of the user's active runs (fixed
-    SQL: every POST makes it; see ``chatforge.sql_rows``)."""
-    with fixed_sql_cursor() as cursor:
-        cursor.execute(
-            f'SELECT "id", "conversation_id" FROM {Run._meta.db_table} '
-            'WHERE "user_id" = %s AND "status" IN (%s, %s) ORDER BY "created_at" DESC',
-            [user.pk, *(status.value for status in ACTIVE)],
-        )
-        active = [(as_uuid(run_id), as_uuid(conversation_id)) for run_id, conversation_id in cursor.fetchall()]
+    cap on active runs against ``active``, all of the user's."""
     cap = settings.CHATFORGE_MAX_ACTIVE_RUNS_PER_USER
     if len(active) >= cap:
         raise TooManyActiveRuns(
@@ -182,18 +197,6 @@ def _active_run_in(conversation: Conversation, user: AbstractBaseUser) -> Run | 
     # Active runs of a conversation belong to its owner, so the user's own
     # runs show them all; the row itself only when there is one.
     return Run.objects.get(pk=here) if here is not None else None
-
-
-def _touch_conversation(conversation: Conversation, *, now, title: str) -> None:
-    """Its new activity time, and a title from the first message. Posts to
-    one conversation are decided one at a time: this UPDATE locks the
-    conversation's row until the transaction ends."""
-    with fixed_sql_cursor() as cursor:
-        cursor.execute(
-            f'UPDATE {Conversation._meta.db_table} SET "updated_at" = %s, '
-            '"title" = CASE WHEN "title" = \'\' THEN %s ELSE "title" END WHERE "id" = %s',
-            [db_param(Conversation, "updated_at", now), title, db_param(Conversation, "id", conversation.pk)],
-        )
 
 
 MAX_IDEMPOTENCY_KEY_CHARS = 255
@@ -314,12 +317,12 @@ def _run_create(
     now = timezone.now()
     title = "" if conversation.title else (content.strip().splitlines() or ["(image)"])[0][:80]
     with transaction.atomic():
-        _touch_conversation(conversation, now=now, title=title)
+        active_runs = _lock_conversation_listing_active_runs(conversation, user, now=now, title=title)
         # A repeat that waited for the lock behind its first request sees its run now.
         replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
         if replay is not None:
             return replay
-        active = _active_run_in(conversation, user)
+        active = _active_run_in(conversation, active_runs)
         if replace_from is not None:
             if active is not None:
                 raise RunActive(
