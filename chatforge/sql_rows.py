@@ -231,7 +231,7 @@ def insert_statement(instance: Model) -> tuple[str, list]:
 
 
 def insert_select_statement(instance: Model, expressions: dict[str, tuple[str, list]], *,
-                            source: str, source_params: Sequence = ()) -> tuple[str, list]:
+                            source: str) -> tuple[str, list]:
     """``INSERT … SELECT`` of a new ``instance`` as ``insert_statement``
     writes it, except the fields named in ``expressions`` (name → SQL and
     its parameters), computed from ``source`` (the FROM clause, its filter
@@ -250,7 +250,7 @@ def insert_select_statement(instance: Model, expressions: dict[str, tuple[str, l
             params.append(field.get_db_prep_save(field.pre_save(instance, True), connection))
     names = ", ".join(f'"{field.column}"' for field in fields)
     sql = f"INSERT INTO {instance._meta.db_table} ({names}) SELECT {', '.join(selected)} FROM {source}"
-    return sql, [*params, *source_params]
+    return sql, params
 
 
 def set_clause(model: type[Model], values: dict[str, Any]) -> tuple[str, list]:

@@ -111,8 +111,9 @@ def run_finalize(
     ``UPDATE`` (``sql_rows.update_statement``), written in the same
     transaction and round trip as the run's lock; returns False, changing
     nothing, when it matched no row (another delivery recorded the turn)."""
-    # No savepoint when nested: a turn's answer is recorded and the run ended
-    # in one transaction (llm_turns._record), and a failure undoes both.
+    # No savepoint when nested: where a turn's answer is recorded in a
+    # transaction of its own (llm_turns._record: a user with a token
+    # budget), the run is ended in it too, and a failure undoes both.
     with transaction.atomic(savepoint=False):
         locked = _lock_run_with_its_ledger(run_id, recording)
         run, turns, invocations = locked.run, locked.turns, locked.invocations
