@@ -35,6 +35,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from chatforge.conversations.models import LlmTurn, Run
+from chatforge.sql_rows import columns, db_param, fetch
 from orchestration.event_log import get_event_log
 from orchestration.event_log.base import Event, LogInfo
 from orchestration.events import TERMINAL_TYPES
@@ -56,11 +57,19 @@ class _RunState:
 
 
 def _run_state(run_id: str) -> _RunState | None:
-    run = Run.objects.filter(pk=run_id).first()
-    if run is None:
+    """The run and whether its log was written, in one fixed statement:
+    every socket reads it after each wait that brought no events."""
+    rows = fetch(
+        Run,
+        f'SELECT {columns(Run, "r")}, t."deliveries", t."status" FROM {Run._meta.db_table} r '
+        f'LEFT JOIN {LlmTurn._meta.db_table} t ON t."run_id" = r."id" AND t."iteration" = 0 '
+        'WHERE r."id" = %s',
+        [db_param(Run, "pk", run_id)],
+    )
+    if not rows:
         return None
-    turn0 = LlmTurn.objects.filter(run=run, iteration=0).values("deliveries", "status").first()
-    written = turn0 is not None and (turn0["deliveries"] >= 2 or turn0["status"] == "completed")
+    run, (deliveries, turn0_status) = rows[0]
+    written = turn0_status is not None and (deliveries >= 2 or turn0_status == "completed")
     return _RunState(run=run, log_was_written=written or run.iteration > 0)
 
 
@@ -117,7 +126,13 @@ async def run_events(run_id: str, *, after: int = 0, block_ms: int = BLOCK_MS) -
             continue
 
         waited = block > 0
-        block = block_ms
+        # Once a wait has brought nothing (a run queued behind a burst, a
+        # model slow to answer), wait twice as long between checks of
+        # Postgres: 500 sockets waiting for their runs to start checked 100
+        # times a second (docs/performance.md). Events still arrive the
+        # moment they are appended; only noticing a lost log or a deleted
+        # run can take 2 × block_ms.
+        block = block_ms * 2 if waited else block_ms
         # Postgres first, then the log: the engine publishes a run's events
         # before it commits the rows that show them written, so whatever the
         # database says happened is in the log by the time we look there.
