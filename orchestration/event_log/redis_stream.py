@@ -26,6 +26,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
 from .base import Event, FreshLogPolicy, LogInfo, PendingAppend
+from .stream_follower import StreamFollower
 
 # KEYS: events stream, seq counter, dedupe set, terminal marker.
 # ARGV: event json, dedupe key, terminal flag, max len, active ttl, ended ttl,
@@ -108,8 +109,9 @@ class RedisStreamEventLog:
         may_start_fresh: FreshLogPolicy | None = None,
     ) -> None:
         self._url = url
-        # Per pool (one sync pool, one async pool per event loop): a web
-        # process holds one connection per open socket in a blocking XREAD.
+        # Per pool (one sync pool, one async pool per event loop). A web
+        # process's blocking reads share one XREAD (StreamFollower); the
+        # ceiling matters for the reads that do not wait.
         self._client_options = {"socket_timeout": SOCKET_TIMEOUT_S, "max_connections": max_connections}
         self._active_ttl_s = active_ttl_s
         self._ended_ttl_s = ended_ttl_s
@@ -122,6 +124,9 @@ class RedisStreamEventLog:
         # to the loop that created them. Keyed by the loop itself (weakly), not
         # its id: a new loop may reuse a closed one's id.
         self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._followers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, StreamFollower] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -185,10 +190,26 @@ class RedisStreamEventLog:
     async def aread(
         self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500
     ) -> list[Event]:
+        """A read that waits goes through the event loop's follower: one
+        ``XREAD`` for every stream the process's readers wait on."""
         stream = _keys(run_id)[0]
-        block = min(block_ms, MAX_BLOCK_MS) or None
-        reply = await self._async_client().xread({stream: f"0-{after}"}, count=count, block=block)
+        if block_ms <= 0:
+            return await self._read_now(stream, after, count)
+        return await self._follower().read(stream, after=after, block_ms=min(block_ms, MAX_BLOCK_MS), count=count)
+
+    async def _read_now(self, stream: str, after: int, count: int) -> list[Event]:
+        reply = await self._async_client().xread({stream: f"0-{after}"}, count=count)
         return _decode(reply[0][1]) if reply else []
+
+    def _follower(self) -> StreamFollower:
+        loop = asyncio.get_running_loop()
+        follower = self._followers.get(loop)
+        if follower is None:
+            follower = StreamFollower(
+                self._async_client(), decode=_decode, read_now=self._read_now, max_block_ms=MAX_BLOCK_MS
+            )
+            self._followers[loop] = follower
+        return follower
 
     def info(self, run_id: str) -> LogInfo:
         stream, _, _, ended = _keys(run_id)

@@ -1,0 +1,222 @@
+"""Many blocking reads of many runs' streams over one ``XREAD`` per process.
+
+A run socket (or SSE stream) waits for its run's next events with a
+blocking read. Done as one ``XREAD BLOCK`` per socket, every event relayed
+cost a Redis command of its own (about 200 µs of CPU in redis-py's asyncio
+client, docs/performance.md) and every open socket held a Redis connection.
+Here one task per event loop reads every followed stream in one ``XREAD
+BLOCK``: an event arriving on any of them wakes it, it hands each waiting
+reader the entries after that reader's cursor, and reads on from where each
+stream got to. A reader coming back for more finds what arrived meanwhile
+in the stream's buffer, so following a run costs no command per event.
+
+A reader gets what ``XREAD`` from its cursor would give it: the entries
+with a higher seq, in order, at most ``count`` — or nothing once its
+``block_ms`` has passed. A stream nobody has asked about for ``linger_s``
+is no longer read. The one ``XREAD`` names every followed stream, so the
+keys must be on one Redis node (no Redis Cluster; the event log uses a
+plain client).
+
+When a reader asks for a stream the ``XREAD`` in flight does not cover, an
+entry added to this follower's own *wake* stream (also in that ``XREAD``)
+makes it return, and the next one covers it: one round trip per stream a
+process starts following, not per event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import redis.asyncio as aioredis
+
+from .base import Event
+
+logger = logging.getLogger(__name__)
+
+# A wake stream outlives its follower by this much at most (it is re-armed
+# on every wake; one entry long).
+_WAKE_TTL_S = 600
+
+
+@dataclass
+class _Waiter:
+    after: int
+    count: int
+    future: asyncio.Future[list[Event]]
+
+
+@dataclass
+class _Followed:
+    """One stream being read: ``buffer`` holds every entry with
+    ``base < seq <= cursor``; the next ``XREAD`` asks for ``seq > cursor``."""
+
+    cursor: int
+    base: int
+    last_wanted: float
+    buffer: list[Event] = field(default_factory=list)
+    waiters: list[_Waiter] = field(default_factory=list)
+
+
+def _after(events: list[Event], after: int, count: int) -> list[Event]:
+    return [event for event in events if event["seq"] > after][:count]
+
+
+class StreamFollower:
+    """Blocking reads of streams for one event loop, over one ``XREAD``."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        decode: Callable[[list], list[Event]],
+        read_now: Callable[[str, int, int], Awaitable[list[Event]]],
+        max_block_ms: int,
+        buffer_len: int = 500,
+        linger_s: float = 5.0,
+    ) -> None:
+        self._client = client
+        self._decode = decode
+        self._read_now = read_now  # a non-blocking read: (stream, after, count) -> events
+        self._max_block_ms = max_block_ms
+        self._buffer_len = buffer_len
+        self._linger_s = linger_s
+        self._streams: dict[str, _Followed] = {}
+        self._wake_key = f"cf:relay:{uuid.uuid4().hex}:wake"
+        self._wake_id = "0-0"
+        self._wake_sent = False
+        self._reading: dict[str, int] | None = None  # the XREAD in flight: stream -> cursor
+        self._task: asyncio.Task | None = None
+
+    @property
+    def followed(self) -> int:
+        """How many streams the next ``XREAD`` names (tests, metrics)."""
+        return len(self._streams)
+
+    async def read(self, stream: str, *, after: int, block_ms: int, count: int) -> list[Event]:
+        followed = self._streams.get(stream)
+        now = time.monotonic()
+        if followed is None:
+            followed = self._streams[stream] = _Followed(cursor=after, base=after, last_wanted=now)
+        followed.last_wanted = now
+        if followed.base <= after < followed.cursor:
+            events = _after(followed.buffer, after, count)  # arrived while the reader was away
+            self._release(followed, after)
+            return events
+        self._release(followed, after)
+        if after < followed.base:
+            # Older than the buffer holds (a second reader, a resume from
+            # further back): straight from the stream, then wait as anyone.
+            events = await self._read_now(stream, after, count)
+            if events:
+                return events
+        waiter = _Waiter(after=after, count=count, future=asyncio.get_running_loop().create_future())
+        followed.waiters.append(waiter)
+        try:
+            self._cover(stream, after)
+            return await asyncio.wait_for(waiter.future, block_ms / 1000)
+        except TimeoutError:
+            return []
+        finally:
+            if waiter in followed.waiters:
+                followed.waiters.remove(waiter)
+
+    @staticmethod
+    def _release(followed: _Followed, after: int) -> None:
+        """A reader asking for ``seq > after`` is done with what came before:
+        the buffer keeps only what it has not had. (Another reader of the
+        same stream in this process that is further behind then reads from
+        the stream itself: correct, one command dearer.)"""
+        keep_from = min(after, followed.cursor)
+        if keep_from > followed.base:
+            followed.buffer = [event for event in followed.buffer if event["seq"] > keep_from]
+            followed.base = keep_from
+
+    def _cover(self, stream: str, after: int) -> None:
+        """Make sure an ``XREAD`` that can return this stream's entries after
+        ``after`` is in flight or next."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="event-log-follower")
+            return
+        reading = self._reading
+        if reading is None:
+            return  # between reads: the next one names the stream
+        if stream in reading and reading[stream] <= after:
+            return  # the read in flight returns as soon as the stream has more
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._wake_sent:
+            return
+        self._wake_sent = True
+        asyncio.get_running_loop().create_task(self._send_wake(), name="event-log-follower-wake")
+
+    async def _send_wake(self) -> None:
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.xadd(self._wake_key, {"w": "1"}, maxlen=1, approximate=False)
+                pipe.expire(self._wake_key, _WAKE_TTL_S)
+                await pipe.execute()
+        except Exception as exc:  # the read in flight fails too, and its readers retry
+            self._wake_sent = False
+            logger.warning("waking the event log follower failed: %s", exc)
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                self._forget_unwanted()
+                if not self._streams:
+                    return
+                self._reading = {stream: followed.cursor for stream, followed in self._streams.items()}
+                streams = {stream: f"0-{cursor}" for stream, cursor in self._reading.items()}
+                streams[self._wake_key] = self._wake_id
+                try:
+                    reply = await self._client.xread(streams, count=self._buffer_len, block=self._max_block_ms)
+                except Exception as exc:
+                    self._fail_waiters(exc)  # they retry, which starts a new reader
+                    return
+                finally:
+                    self._reading = None
+                self._take(reply or [])
+        finally:
+            self._task = None if self._task is asyncio.current_task() else self._task
+
+    def _take(self, reply: list) -> None:
+        for key, entries in reply:
+            stream = key.decode() if isinstance(key, bytes) else key
+            if stream == self._wake_key:
+                last = entries[-1][0]
+                self._wake_id = last.decode() if isinstance(last, bytes) else last
+                self._wake_sent = False
+                continue
+            followed = self._streams.get(stream)
+            if followed is None or not entries:
+                continue
+            events = self._decode(entries)
+            followed.buffer.extend(events)
+            followed.cursor = events[-1]["seq"]
+            if len(followed.buffer) > self._buffer_len:
+                dropped = len(followed.buffer) - self._buffer_len
+                followed.base = followed.buffer[dropped - 1]["seq"]
+                del followed.buffer[:dropped]
+            for waiter in list(followed.waiters):
+                events_after = _after(followed.buffer, waiter.after, waiter.count)
+                if events_after and not waiter.future.done():
+                    waiter.future.set_result(events_after)
+                    followed.waiters.remove(waiter)
+
+    def _forget_unwanted(self) -> None:
+        oldest = time.monotonic() - self._linger_s
+        for stream in [s for s, f in self._streams.items() if not f.waiters and f.last_wanted < oldest]:
+            del self._streams[stream]
+
+    def _fail_waiters(self, exc: BaseException) -> None:
+        for followed in self._streams.values():
+            for waiter in followed.waiters:
+                if not waiter.future.done():
+                    waiter.future.set_exception(exc)
+            followed.waiters.clear()
