@@ -13,7 +13,9 @@ in the stream's buffer, so following a run costs no command per event.
 A reader gets what ``XREAD`` from its cursor would give it: the entries
 with a higher seq, in order, at most ``count`` — or nothing once its
 ``block_ms`` has passed. A stream nobody has asked about for ``linger_s``
-is no longer read. The one ``XREAD`` names every followed stream, so the
+is no longer read. Following many streams, the follower waits a few ms
+between reads so that each brings more (the command's size grows with
+the streams it names). The one ``XREAD`` names every followed stream, so the
 keys must be on one Redis node (no Redis Cluster; the event log uses a
 plain client).
 
@@ -41,6 +43,16 @@ logger = logging.getLogger(__name__)
 # A wake stream outlives its follower by this much at most (it is re-armed
 # on every wake; one entry long).
 _WAKE_TTL_S = 600
+# Each XREAD names every followed stream, so its cost grows with them
+# (packing the command dominated the relay's CPU at 500 sockets when the
+# next XREAD went out at once). With many streams followed, the follower
+# lets events gather for up to 10 µs per stream, at most 5 ms, before it
+# reads again: fewer, fuller reads for a few ms of relay latency.
+_GATHER_S_PER_STREAM = 10e-6
+_GATHER_MAX_S = 0.005
+_GATHER_FROM_STREAMS = 50
+# Streams nobody asked about for linger_s are dropped at most this often.
+_FORGET_EVERY_S = 1.0
 
 
 @dataclass
@@ -60,6 +72,8 @@ class _Followed:
     last_wanted: float
     buffer: list[Event] = field(default_factory=list)
     waiters: list[_Waiter] = field(default_factory=list)
+    read_from: int = -1  # the cursor the XREAD numbered ``read_number`` asked from
+    read_number: int = -1
 
 
 def _after(events: list[Event], after: int, count: int) -> list[Event]:
@@ -85,23 +99,21 @@ class StreamFollower:
         self._max_block_ms = max_block_ms
         self._buffer_len = buffer_len
         self._linger_s = linger_s
-        self._streams: dict[str, _Followed] = {}
-        self._wake_key = f"cf:relay:{uuid.uuid4().hex}:wake"
-        self._wake_id = "0-0"
+        self._streams: dict[bytes, _Followed] = {}  # keys as sent and as replied: bytes
+        self._wake_key = f"cf:relay:{uuid.uuid4().hex}:wake".encode()
+        self._wake_id = b"0-0"
         self._wake_sent = False
-        self._reading: dict[str, int] | None = None  # the XREAD in flight: stream -> cursor
+        self._read_number = 0  # of the XREAD in flight, or the next one
+        self._in_flight = False
+        self._forgotten_at = 0.0
         self._task: asyncio.Task | None = None
 
-    @property
-    def followed(self) -> int:
-        """How many streams the next ``XREAD`` names (tests, metrics)."""
-        return len(self._streams)
-
     async def read(self, stream: str, *, after: int, block_ms: int, count: int) -> list[Event]:
-        followed = self._streams.get(stream)
+        key = stream.encode()
+        followed = self._streams.get(key)
         now = time.monotonic()
         if followed is None:
-            followed = self._streams[stream] = _Followed(cursor=after, base=after, last_wanted=now)
+            followed = self._streams[key] = _Followed(cursor=after, base=after, last_wanted=now)
         followed.last_wanted = now
         if followed.base <= after < followed.cursor:
             events = _after(followed.buffer, after, count)  # arrived while the reader was away
@@ -117,7 +129,7 @@ class StreamFollower:
         waiter = _Waiter(after=after, count=count, future=asyncio.get_running_loop().create_future())
         followed.waiters.append(waiter)
         try:
-            self._cover(stream, after)
+            self._cover(followed, after)
             return await asyncio.wait_for(waiter.future, block_ms / 1000)
         except TimeoutError:
             return []
@@ -136,16 +148,15 @@ class StreamFollower:
             followed.buffer = [event for event in followed.buffer if event["seq"] > keep_from]
             followed.base = keep_from
 
-    def _cover(self, stream: str, after: int) -> None:
+    def _cover(self, followed: _Followed, after: int) -> None:
         """Make sure an ``XREAD`` that can return this stream's entries after
         ``after`` is in flight or next."""
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="event-log-follower")
             return
-        reading = self._reading
-        if reading is None:
+        if not self._in_flight:
             return  # between reads: the next one names the stream
-        if stream in reading and reading[stream] <= after:
+        if followed.read_number == self._read_number and followed.read_from <= after:
             return  # the read in flight returns as soon as the stream has more
         self._wake()
 
@@ -171,29 +182,33 @@ class StreamFollower:
                 self._forget_unwanted()
                 if not self._streams:
                     return
-                self._reading = {stream: followed.cursor for stream, followed in self._streams.items()}
-                streams = {stream: f"0-{cursor}" for stream, cursor in self._reading.items()}
+                self._read_number += 1
+                streams: dict[bytes, bytes] = {}
+                for key, followed in self._streams.items():
+                    followed.read_from, followed.read_number = followed.cursor, self._read_number
+                    streams[key] = b"0-%d" % followed.cursor
                 streams[self._wake_key] = self._wake_id
+                self._in_flight = True
                 try:
                     reply = await self._client.xread(streams, count=self._buffer_len, block=self._max_block_ms)
                 except Exception as exc:
                     self._fail_waiters(exc)  # they retry, which starts a new reader
                     return
                 finally:
-                    self._reading = None
+                    self._in_flight = False
                 self._take(reply or [])
+                if len(self._streams) >= _GATHER_FROM_STREAMS:
+                    await asyncio.sleep(min(_GATHER_MAX_S, len(self._streams) * _GATHER_S_PER_STREAM))
         finally:
             self._task = None if self._task is asyncio.current_task() else self._task
 
     def _take(self, reply: list) -> None:
         for key, entries in reply:
-            stream = key.decode() if isinstance(key, bytes) else key
-            if stream == self._wake_key:
-                last = entries[-1][0]
-                self._wake_id = last.decode() if isinstance(last, bytes) else last
+            if key == self._wake_key:
+                self._wake_id = entries[-1][0]
                 self._wake_sent = False
                 continue
-            followed = self._streams.get(stream)
+            followed = self._streams.get(key)
             if followed is None or not entries:
                 continue
             events = self._decode(entries)
@@ -210,9 +225,13 @@ class StreamFollower:
                     followed.waiters.remove(waiter)
 
     def _forget_unwanted(self) -> None:
-        oldest = time.monotonic() - self._linger_s
-        for stream in [s for s, f in self._streams.items() if not f.waiters and f.last_wanted < oldest]:
-            del self._streams[stream]
+        now = time.monotonic()
+        if now - self._forgotten_at < _FORGET_EVERY_S:
+            return
+        self._forgotten_at = now
+        oldest = now - self._linger_s
+        for key in [k for k, f in self._streams.items() if not f.waiters and f.last_wanted < oldest]:
+            del self._streams[key]
 
     def _fail_waiters(self, exc: BaseException) -> None:
         for followed in self._streams.values():

@@ -168,3 +168,30 @@ def test_redis_unreachable_fails_the_waiting_readers():
     with pytest.raises(RedisConnectionError):
         asyncio.run(scenario())
 
+
+
+def test_a_stream_nobody_asks_about_is_no_longer_read(log):
+    """A socket that closed leaves its run's stream behind; after the
+    linger the follower's XREAD no longer names it (checked when a read
+    returns: here every 0.3 s)."""
+    from orchestration.event_log.redis_stream import _decode
+    from orchestration.event_log.stream_follower import StreamFollower
+
+    gone, kept = str(uuid.uuid4()), str(uuid.uuid4())
+    log.append(gone, delta(1))
+
+    async def scenario() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        follower = StreamFollower(
+            log._async_client(), decode=_decode, read_now=log._read_now, max_block_ms=300, linger_s=0.2
+        )
+        log._followers[loop] = follower
+        await log.aread(gone, after=0, block_ms=1000)  # then the reader goes away
+        before = set(follower._streams)
+        for _ in range(8):  # another socket keeps the follower reading
+            await log.aread(kept, after=0, block_ms=200)
+        return before, set(follower._streams)
+
+    before, after = asyncio.run(scenario())
+    assert before == {_keys(gone)[0].encode()}
+    assert after == {_keys(kept)[0].encode()}
