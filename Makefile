@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt co
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install services browser screenshots bench bench-timeline bench-load bench-fairness lock worker-llm worker-tools beat chat
+.PHONY: run test install services browser screenshots bench bench-timeline bench-load bench-fairness bench-relay lock worker-llm worker-tools beat chat
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,11 @@ bench-timeline: install
 ## and without per-user caps, on private Postgres and Redis (~2 minutes)
 bench-fairness: install
 	$(PY) -m bench.fairness
+
+## The relay's read path alone: 10, 100 and 500 readers following their runs'
+## streams on a private Redis (~40 seconds; printed, see docs/performance.md)
+bench-relay: install
+	$(PY) -m bench.relay
 
 ## Load: 500 concurrent streaming runs on private Postgres and Redis (several
 ## minutes; figures are printed, see docs/performance.md)
