@@ -47,12 +47,13 @@ CHATFORGE_ALLOWED_ORIGINS: list[str] = env.list("CHATFORGE_ALLOWED_ORIGINS", def
 # workers are threads of that process); "redis" is one Redis Stream per run.
 CHATFORGE_EVENT_LOG: str = "memory" if EMBEDDED else "redis"
 CHATFORGE_EVENT_LOG_REDIS_URL: str = env.str("CHATFORGE_EVENT_LOG_REDIS_URL", default=REDIS_URL)
-# Every open run socket holds one connection of the web process's pool in a
-# blocking XREAD, so the pool must be as large as the sockets a process
-# serves: redis-py's asyncio pool stops at 100 connections by default
-# ("Too many connections"), which stalled every socket past the 100th.
-# Connections are made on demand; this is a ceiling, not a reservation
-# (a max_connections query parameter in the URL still wins).
+# A process's waiting run sockets share one connection (one XREAD for all,
+# orchestration/event_log/stream_follower.py); reads that do not wait and
+# appends take one each while they run. redis-py's asyncio pool stops at
+# 100 connections by default ("Too many connections"), which once stalled
+# every socket past the 100th. Connections are made on demand; this is a
+# ceiling, not a reservation (a max_connections query parameter in the URL
+# still wins).
 CHATFORGE_EVENT_LOG_MAX_CONNECTIONS: int = env.int("CHATFORGE_EVENT_LOG_MAX_CONNECTIONS", default=10_000)
 # How long a run's events are kept: while it is active, and after it ends.
 CHATFORGE_EVENTS_ACTIVE_TTL_S: int = env.int("CHATFORGE_EVENTS_ACTIVE_TTL_S", default=7 * 24 * 3600)

@@ -1,8 +1,8 @@
 """Redis settings the websockets depend on.
 
-The event log's connection pool is as large as the sockets a web process
-serves: each open socket holds one connection in a blocking ``XREAD``, and
-redis-py's asyncio pool stops at 100 by default.
+The event log's connection pool is not redis-py's asyncio default of 100:
+a process's waiting sockets share one ``XREAD`` now, but a burst of
+resumes reads without waiting, one connection each.
 
 The channel layer's Redis connections outlast its blocking receive.
 
