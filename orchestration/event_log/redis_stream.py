@@ -23,8 +23,9 @@ from collections.abc import Sequence
 
 import redis
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
+from .append_group import AppendGroup
 from .base import Event, FreshLogPolicy, LogInfo, PendingAppend
 from .stream_follower import StreamFollower
 
@@ -120,6 +121,9 @@ class RedisStreamEventLog:
         self._may_start_fresh = may_start_fresh or (lambda run_id, event: True)
         self._client = redis.Redis.from_url(url, **self._client_options)
         self._append = self._client.register_script(_APPEND)
+        # Concurrent appends of this process (the LLM worker's streaming
+        # turns) go to Redis together: append_group.py.
+        self._group = AppendGroup(self._send_appends, interrupted=redis.ConnectionError)
         # One async client per event loop: redis.asyncio connections are bound
         # to the loop that created them. Keyed by the loop itself (weakly), not
         # its id: a new loop may reuse a closed one's id.
@@ -149,37 +153,48 @@ class RedisStreamEventLog:
         self, run_id: str, event: Event, *, dedupe_key: str | None = None, terminal: bool = False,
         starts_log: bool = False,
     ) -> int | None:
-        args = self._args(event, dedupe_key, terminal)
         # A run's first event creates its log in one call; any other append
         # to a missing log asks the policy first (the log may have been lost).
-        seq = int(self._append(keys=_keys(run_id), args=[*args, _start_mode(starts_log)]))
-        if seq == _LOG_MISSING:
-            seq = self._append_to_missing_log(run_id, event, args)
-        return seq if seq > 0 else None
+        return self.append_many(
+            [PendingAppend(run_id, event, dedupe_key=dedupe_key, terminal=terminal, starts_log=starts_log)]
+        )[0]
 
     def append_many(self, appends: Sequence[PendingAppend]) -> list[int | None]:
-        """One pipeline of ``EVALSHA`` of the append script. Not through
-        redis-py's pipelined ``Script``, which asks ``SCRIPT EXISTS`` before
-        every pipeline (a second round trip each time): an append the server
+        """In one pipeline, with whatever other threads or greenlets of the
+        process append meanwhile (``AppendGroup``). An append the server
         refused because it does not know the script (Redis restarted) and an
-        append that found its log missing are done again on their own."""
-        pipe = self._client.pipeline(transaction=False)
-        args = [self._args(a.event, a.dedupe_key, a.terminal) for a in appends]
-        for append, arg in zip(appends, args, strict=True):
-            keys = _keys(append.run_id)
-            pipe.evalsha(self._append.sha, len(keys), *keys, *arg, _start_mode(append.starts_log))
-        replies = pipe.execute(raise_on_error=False)
-        seqs: list[int] = []
-        for append, arg, reply in zip(appends, args, replies, strict=True):
-            if isinstance(reply, NoScriptError):  # loads the script
-                reply = self._append(keys=_keys(append.run_id), args=[*arg, _start_mode(append.starts_log)])
-            elif isinstance(reply, Exception):
-                raise reply
-            seq = int(reply)
-            if seq == _LOG_MISSING:
-                seq = self._append_to_missing_log(append.run_id, append.event, arg)
-            seqs.append(seq)
+        append that found its log missing are done again on their own, by
+        their caller."""
+        items = [(append, self._args(append.event, append.dedupe_key, append.terminal)) for append in appends]
+        replies = self._group.submit(items)
+        seqs = [self._finish_append(append, args, reply) for (append, args), reply in zip(items, replies, strict=True)]
         return [seq if seq > 0 else None for seq in seqs]
+
+    def _send_appends(self, items: list[tuple[PendingAppend, list]]) -> list:
+        """One pipeline of ``EVALSHA`` of the append script; the raw replies.
+        Not through redis-py's pipelined ``Script``, which asks ``SCRIPT
+        EXISTS`` before every pipeline (a second round trip each time)."""
+        if len(items) == 1:  # alone: a plain command costs less than a pipeline of one
+            (append, args), keys = items[0], _keys(items[0][0].run_id)
+            try:
+                return [self._client.evalsha(self._append.sha, len(keys), *keys, *args, _start_mode(append.starts_log))]
+            except ResponseError as exc:  # as the pipeline hands them back: NoScriptError, a script error
+                return [exc]
+        pipe = self._client.pipeline(transaction=False)
+        for append, args in items:
+            keys = _keys(append.run_id)
+            pipe.evalsha(self._append.sha, len(keys), *keys, *args, _start_mode(append.starts_log))
+        return pipe.execute(raise_on_error=False)
+
+    def _finish_append(self, append: PendingAppend, args: list, reply: object) -> int:
+        if isinstance(reply, NoScriptError):  # loads the script
+            reply = self._append(keys=_keys(append.run_id), args=[*args, _start_mode(append.starts_log)])
+        elif isinstance(reply, Exception):
+            raise reply
+        seq = int(reply)
+        if seq == _LOG_MISSING:
+            seq = self._append_to_missing_log(append.run_id, append.event, args)
+        return seq
 
     def read(self, run_id: str, *, after: int, block_ms: int = 0, count: int = 500) -> list[Event]:
         stream = _keys(run_id)[0]
