@@ -126,13 +126,7 @@ async def run_events(run_id: str, *, after: int = 0, block_ms: int = BLOCK_MS) -
             continue
 
         waited = block > 0
-        # Once a wait has brought nothing (a run queued behind a burst, a
-        # model slow to answer), wait twice as long between checks of
-        # Postgres: 500 sockets waiting for their runs to start checked 100
-        # times a second (docs/performance.md). Events still arrive the
-        # moment they are appended; only noticing a lost log or a deleted
-        # run can take 2 × block_ms.
-        block = block_ms * 2 if waited else block_ms
+        block = block_ms
         # Postgres first, then the log: the engine publishes a run's events
         # before it commits the rows that show them written, so whatever the
         # database says happened is in the log by the time we look there.

@@ -126,6 +126,8 @@ class StreamFollower:
             events = await self._read_now(stream, after, count)
             if events:
                 return events
+            # Forgotten meanwhile (a read that took longer than linger_s)?
+            followed = self._streams.setdefault(key, followed)
         waiter = _Waiter(after=after, count=count, future=asyncio.get_running_loop().create_future())
         followed.waiters.append(waiter)
         try:
