@@ -175,7 +175,8 @@ class RedisStreamEventLog:
         Not through redis-py's pipelined ``Script``, which asks ``SCRIPT
         EXISTS`` before every pipeline (a second round trip each time)."""
         if len(items) == 1:  # alone: a plain command costs less than a pipeline of one
-            (append, args), keys = items[0], _keys(items[0][0].run_id)
+            append, args = items[0]
+            keys = _keys(append.run_id)
             try:
                 return [self._client.evalsha(self._append.sha, len(keys), *keys, *args, _start_mode(append.starts_log))]
             except ResponseError as exc:  # as the pipeline hands them back: NoScriptError, a script error
