@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,9 +55,12 @@ class AppendGroup:
         self._send = send
         self._interrupted = interrupted
         self._reset()
+        # A forked child (a prefork worker) starts with an empty group: a
+        # batch its parent had out at the fork is not the child's to wait for.
+        reset = weakref.WeakMethod(self._reset)
+        os.register_at_fork(after_in_child=lambda: (method := reset()) is not None and method())
 
     def _reset(self) -> None:
-        self._pid = os.getpid()
         self._lock = threading.Lock()
         self._queue: list[_Slot] = []
         self._leading = False
@@ -64,8 +68,6 @@ class AppendGroup:
     def submit(self, items: Sequence[Any]) -> list[Any]:
         """The replies to ``items``, sent together with whatever other
         callers submitted meanwhile."""
-        if os.getpid() != self._pid:  # a forked child: nothing of the parent's queue is ours
-            self._reset()
         slot = _Slot(items)
         with self._lock:
             self._queue.append(slot)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import redis
 import redis.asyncio as aioredis
@@ -96,6 +97,20 @@ def _info(first: list, last: list, ended: int) -> LogInfo:
     if not first:
         return LogInfo(exists=False, ended=bool(ended))
     return LogInfo(exists=True, first_seq=_seq_of(first[0][0]), last_seq=_seq_of(last[0][0]), ended=bool(ended))
+
+
+T = TypeVar("T")
+
+
+def _of_this_loop(cache: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T], make: Callable[[], T]) -> T:
+    """The running event loop's entry of ``cache``, made on first use
+    (redis.asyncio connections, and so what reads through them, are bound
+    to the loop that created them)."""
+    loop = asyncio.get_running_loop()
+    value = cache.get(loop)
+    if value is None:
+        value = cache[loop] = make()
+    return value
 
 
 class RedisStreamEventLog:
@@ -218,14 +233,12 @@ class RedisStreamEventLog:
         return _decode(reply[0][1]) if reply else []
 
     def _follower(self) -> StreamFollower:
-        loop = asyncio.get_running_loop()
-        follower = self._followers.get(loop)
-        if follower is None:
-            follower = StreamFollower(
+        return _of_this_loop(
+            self._followers,
+            lambda: StreamFollower(
                 self._async_client(), decode=_decode, read_now=self._read_now, max_block_ms=MAX_BLOCK_MS
-            )
-            self._followers[loop] = follower
-        return follower
+            ),
+        )
 
     def info(self, run_id: str) -> LogInfo:
         stream, _, _, ended = _keys(run_id)
@@ -242,12 +255,7 @@ class RedisStreamEventLog:
         return _info(first, last, is_ended)
 
     def _async_client(self) -> aioredis.Redis:
-        loop = asyncio.get_running_loop()
-        client = self._async_clients.get(loop)
-        if client is None:
-            client = aioredis.Redis.from_url(self._url, **self._client_options)
-            self._async_clients[loop] = client
-        return client
+        return _of_this_loop(self._async_clients, lambda: aioredis.Redis.from_url(self._url, **self._client_options))
 
     def delete(self, run_id: str) -> None:
         """Drop a run's log, as an expiry or a Redis wipe would (tests and
