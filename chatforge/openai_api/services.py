@@ -206,6 +206,12 @@ def run_end(*, run_id: str) -> RunEnd | None:
     )
 
 
+def run_error_kind(*, run_id: str) -> str:
+    """The provider's kind of failure that ended a failed run ("" when the
+    run failed for another reason or no longer exists)."""
+    return Run.objects.filter(pk=run_id).values_list("error_kind", flat=True).first() or ""
+
+
 def model_list() -> list[dict[str, Any]]:
     """``/v1/models`` items: the built-in demo model and the enabled model rows."""
     statuses = all_validation_statuses()

@@ -41,6 +41,7 @@ from chatforge.realtime.outages import is_outage
 from chatforge.runtime.db_connections import db_sync_to_async
 from orchestration.event_log import get_event_log
 from orchestration.events import TERMINAL_TYPES
+from orchestration.providers.base import ErrorKind
 from orchestration.services.runs import check_idempotency_key
 
 from . import services
@@ -187,7 +188,18 @@ class _RoundCalls:
         return calls
 
 
-def _run_error(kind: str, data: dict[str, Any], run_id: str) -> OpenAIError:
+async def _failure_kind(run_id: str) -> str:
+    """``Run.error_kind``, or "" when the database cannot say right now (the
+    answer is then the generic run failure, which is still true)."""
+    try:
+        return await db_sync_to_async(services.run_error_kind)(run_id=run_id)
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        return ""
+
+
+async def _run_error(kind: str, data: dict[str, Any], run_id: str, *, model: str) -> OpenAIError:
     if kind == "run.cancelled":
         return OpenAIError(
             f"The run was cancelled before it finished (run {run_id}); what it produced is stored in the "
@@ -196,8 +208,21 @@ def _run_error(kind: str, data: dict[str, Any], run_id: str) -> OpenAIError:
             code="run_cancelled",
             retry=False,
         )
+    reason = data.get("error") or "no reason recorded"
+    if await _failure_kind(run_id) == ErrorKind.NOT_FOUND:
+        # A model name no admin row knows goes to the default provider as is;
+        # when that provider does not have it either, the name was the
+        # client's mistake, answered as OpenAI answers an unknown model.
+        return OpenAIError(
+            f"The model '{model}' does not exist on its provider ({reason}); GET /v1/models lists the "
+            f"models configured on this server (run {run_id}).",
+            status=404,
+            param="model",
+            code="model_not_found",
+            retry=False,
+        )
     return OpenAIError(
-        f"The run failed: {data.get('error') or 'no reason recorded'} (run {run_id}).",
+        f"The run failed: {reason} (run {run_id}).",
         status=500,
         type_="server_error",
         code="run_failed",
@@ -293,7 +318,7 @@ async def _stream(*, user: AbstractBaseUser, chat: ChatRequest, renderer: ChunkR
                         out.append(SSE_DONE)
                     elif kind in ("run.failed", "run.cancelled"):
                         ended = True
-                        error = _run_error(kind, data, run_id)
+                        error = await _run_error(kind, data, run_id, model=renderer.model)
                         out.append(sse(error.body(conversation_id=renderer.conversation_id, run_id=run_id)))
                 for part in out:
                     yield part
@@ -398,7 +423,7 @@ async def _complete(*, user: AbstractBaseUser, renderer: ChunkRenderer) -> HttpR
     assert terminal is not None
     data = terminal.get("data") or {}
     if terminal["type"] != "run.completed":
-        return _run_error(terminal["type"], data, run_id).response(
+        return (await _run_error(terminal["type"], data, run_id, model=renderer.model)).response(
             conversation_id=renderer.conversation_id, run_id=run_id)
     try:
         end = await db_sync_to_async(services.run_end)(run_id=run_id)

@@ -104,10 +104,11 @@ def _lock_run_with_its_ledger(run_id: str, recording: tuple[str, list] | None) -
 
 
 def run_finalize(
-    *, run_id: str, outcome: Outcome, error: str = "", partial_text: str = "",
+    *, run_id: str, outcome: Outcome, error: str = "", error_kind: str = "", partial_text: str = "",
     recording: tuple[str, list] | None = None,
 ) -> bool:
-    """End the run. ``recording``: the answering turn's conditional
+    """End the run. ``error_kind``: the provider's kind of failure when the
+    model refused (``Run.error_kind``). ``recording``: the answering turn's conditional
     ``UPDATE`` (``sql_rows.update_statement``), written in the same
     transaction and round trip as the run's lock; returns False, changing
     nothing, when it matched no row (another delivery recorded the turn)."""
@@ -146,6 +147,7 @@ def run_finalize(
         now = timezone.now()
         run.status = Run.Status(outcome.value)
         run.error = error
+        run.error_kind = error_kind
         run.finish_reason = message.finish_reason or outcome.value
         run.usage = message.usage
         run.max_iterations_reached = final_turn is not None and not final_turn.offered_tools and final_turn.iteration > 0
@@ -154,7 +156,7 @@ def run_finalize(
         write_together(  # one round trip on Postgres
             insert_statement(message),
             update_statement(Run, {name: getattr(run, name) for name in (
-                "status", "error", "finish_reason", "usage", "max_iterations_reached", "finished_at",
+                "status", "error", "error_kind", "finish_reason", "usage", "max_iterations_reached", "finished_at",
                 "heartbeat_at")}, pk=run.pk),
             update_statement(Conversation, {"updated_at": now}, pk=run.conversation_id),
         )

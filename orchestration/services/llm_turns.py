@@ -453,7 +453,7 @@ def _run_claimed_turn(turn: LlmTurn) -> float:
     if streamed.failure is not None:
         logger.warning("run %s turn %s failed: %s", run_id, iteration, streamed.failure.message)
         run_finalize(run_id=run_id, outcome=Outcome.FAILED, error=streamed.failure.message,
-                     partial_text=streamed.partial_text)
+                     error_kind=str(streamed.failure.kind), partial_text=streamed.partial_text)
     elif streamed.result is None:
         run_finalize(run_id=run_id, outcome=Outcome.CANCELLED, partial_text=streamed.partial_text)
     return model_s

@@ -352,6 +352,30 @@ def test_failed_run(stack, fake_llm, make_user):
     assert caught.value.response.headers["x-should-retry"] == "false"
 
 
+def test_a_model_its_provider_does_not_have_is_the_clients_404(stack, make_user):
+    """A name no admin row knows goes to the default provider as is; the fake
+    answers 404 for an unscripted model, as OpenAI does for an unknown one.
+    The run that tried it fails, and the client gets OpenAI's 404, not a
+    server error."""
+    _, token = make_user()
+    client = sdk(stack, token)
+
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
+    body = caught.value.body
+    assert body["code"] == "model_not_found" and body["param"] == "model"
+    assert "'no-such-model' does not exist on its provider" in body["message"]
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    run = Run.objects.get(pk=caught.value.response.headers["x-chatforge-run-id"])
+    assert (run.status, run.error_kind) == ("failed", "not_found")
+
+    with pytest.raises(openai.APIError) as caught:
+        for _ in client.chat.completions.create(
+                model="no-such-model", messages=[{"role": "user", "content": "hi"}], stream=True):
+            pass
+    assert caught.value.code == "model_not_found"
+
+
 def test_a_streaming_client_that_disconnects_cancels_the_run(stack, fake_llm, make_user):
     slow = Reply(text=" ".join(f"word{i}" for i in range(300)), chunk_delay_s=0.1)
     fake_llm.add_script("oa-slow", [slow])

@@ -51,6 +51,12 @@ class Run(models.Model):
     # (on_active=enqueue or interrupt) and is dispatched when it ends.
     blocked_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="waiting_runs")
     error = models.TextField(blank=True)
+    # What kind of failure ended a failed run when its model's provider
+    # refused (orchestration.providers.base.ErrorKind: "not_found",
+    # "authentication", ...); blank otherwise. Lets an API answer a run that
+    # failed because the model does not exist as the client's error (404),
+    # not as ours.
+    error_kind = models.CharField(max_length=32, blank=True, default="")
     finish_reason = models.CharField(max_length=32, blank=True)
     max_iterations_reached = models.BooleanField(default=False)
     usage = models.JSONField(default=dict, blank=True)
