@@ -27,10 +27,14 @@ run: install
 chat: install
 	$(PY) manage.py chat $(if $(MESSAGE),"$(MESSAGE)")
 
+## Test files run in TEST_PROCESSES processes at once (pytest-xdist; most of the
+## suite waits on its servers, so more processes than cores pays off)
+TEST_PROCESSES ?= 3
+
 ## Run the whole test suite (needs local Postgres, Redis and Debian's Chromium;
 ## starts the services if stopped, installs what is missing when it may)
 test: install services browser
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
 services:
 	bash deploy/local/ensure-services.sh

@@ -16,6 +16,7 @@ from tests.support.mcp_server import MCP_SERVER_HOST_PORT
 from tests.support.site import API_KEY as WEATHER_API_KEY
 from tests.support.site import LocalSite
 from tests.support.stack import DistributedStack, distributed_stack
+from tests.support.tools import EFFECTS_REDIS_URL
 
 
 @pytest.fixture(scope="session")
@@ -77,6 +78,7 @@ def stack(
             "CHATFORGE_LLM_RETRY_INITIAL_S": "0.05",
             "CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS": f"{local_site.host_port},{MCP_SERVER_HOST_PORT}",
             "TOOL_WEATHER_API_KEY": WEATHER_API_KEY,
+            "CHATFORGE_TEST_EFFECTS_REDIS_URL": EFFECTS_REDIS_URL,
         },
     ) as running:
         yield running

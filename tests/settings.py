@@ -9,8 +9,21 @@ The worker and server processes the integration tests start use the real
 
 import os
 
+# ``make test`` runs test files in parallel processes (pytest-xdist); each
+# gets Redis databases of its own, or one worker's stack would consume the
+# other's tasks and a flush in one would empty the other's queues. Postgres
+# needs nothing: pytest-django gives each worker its own test database.
+# (main / the pytest process's idle broker / the test tools' effect
+# counters; 5-8 and 11 belong to test modules with private stacks, which
+# run in one worker at a time.) Explicit URLs in the environment win: set
+# them only for a serial run.
+_REDIS_DBS = {"gw0": (15, 14, 13), "gw1": (12, 10, 9), "gw2": (4, 3, 2)}
+_main_db, _idle_db, _effects_db = _REDIS_DBS[os.environ.get("PYTEST_XDIST_WORKER", "gw0")]
+
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/chatforge")
-os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+os.environ.setdefault("REDIS_URL", f"redis://127.0.0.1:6379/{_main_db}")
+os.environ.setdefault("CHATFORGE_TEST_IDLE_BROKER_URL", f"redis://127.0.0.1:6379/{_idle_db}")
+os.environ.setdefault("CHATFORGE_TEST_EFFECTS_REDIS_URL", f"redis://127.0.0.1:6379/{_effects_db}")
 os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-secret-key-0123456789-abcdefghijklmnop")
 os.environ.setdefault("CHATFORGE_DEMO_TOKEN_DELAY_S", "0")
 os.environ.setdefault("CHATFORGE_TOOL_MODULES", "tests.support.tools")
@@ -21,4 +34,4 @@ os.environ.setdefault("CHATFORGE_LLM_RETRY_INITIAL_S", "0.05")
 
 from chatforge.settings import *  # noqa: E402,F401,F403
 
-CELERY_BROKER_URL = os.environ.get("CHATFORGE_TEST_IDLE_BROKER_URL", "redis://127.0.0.1:6379/14")
+CELERY_BROKER_URL = os.environ["CHATFORGE_TEST_IDLE_BROKER_URL"]

@@ -28,7 +28,7 @@ from tests.support.stack import private_stack, start_server, start_worker, wait_
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 # A Redis database of its own: the test flushes it.
-APPROVAL_REDIS_URL = settings.REDIS_URL.rsplit("/", 1)[0] + "/15"
+APPROVAL_REDIS_URL = settings.REDIS_URL.rsplit("/", 1)[0] + "/5"
 
 
 @pytest.fixture(scope="module")
