@@ -19,11 +19,23 @@ import os
 # them only for a serial run.
 _REDIS_DBS = {"gw0": (15, 14, 13), "gw1": (12, 10, 9), "gw2": (4, 3, 2)}
 _main_db, _idle_db, _effects_db = _REDIS_DBS[os.environ.get("PYTEST_XDIST_WORKER", "gw0")]
-
-os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/chatforge")
-os.environ.setdefault("REDIS_URL", f"redis://127.0.0.1:6379/{_main_db}")
-os.environ.setdefault("CHATFORGE_TEST_IDLE_BROKER_URL", f"redis://127.0.0.1:6379/{_idle_db}")
-os.environ.setdefault("CHATFORGE_TEST_EFFECTS_REDIS_URL", f"redis://127.0.0.1:6379/{_effects_db}")
+# The workers inherit the environment of the process that started them,
+# where these defaults were already chosen (for gw0): a name listed here was
+# chosen by this file, not by the person running the tests, and is chosen
+# again for this worker.
+_CHOSEN = "CHATFORGE_TEST_CHOSEN_URLS"
+_chosen_before = set(os.environ.get(_CHOSEN, "").split(","))
+_chosen_now = []
+for _name, _url in (
+    ("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/chatforge"),
+    ("REDIS_URL", f"redis://127.0.0.1:6379/{_main_db}"),
+    ("CHATFORGE_TEST_IDLE_BROKER_URL", f"redis://127.0.0.1:6379/{_idle_db}"),
+    ("CHATFORGE_TEST_EFFECTS_REDIS_URL", f"redis://127.0.0.1:6379/{_effects_db}"),
+):
+    if _name not in os.environ or _name in _chosen_before:
+        os.environ[_name] = _url
+        _chosen_now.append(_name)
+os.environ[_CHOSEN] = ",".join(_chosen_now)
 os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-secret-key-0123456789-abcdefghijklmnop")
 os.environ.setdefault("CHATFORGE_DEMO_TOKEN_DELAY_S", "0")
 os.environ.setdefault("CHATFORGE_TOOL_MODULES", "tests.support.tools")
