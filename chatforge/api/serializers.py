@@ -10,6 +10,8 @@ from orchestration.services.approvals import pending_approvals
 
 from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
 
+from .lean_serializers import LeanSerializer
+
 
 class ConversationSerializer(serializers.ModelSerializer):
     class Meta:
@@ -36,7 +38,7 @@ class MessageSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class MessageCreateSerializer(serializers.Serializer):
+class MessageCreateSerializer(LeanSerializer):
     content = serializers.CharField(trim_whitespace=False, allow_blank=False)
     model = serializers.CharField(required=False, allow_blank=True, max_length=200)
     tools = serializers.ListField(
