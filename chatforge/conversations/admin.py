@@ -226,13 +226,13 @@ class RunAdmin(TraceAdmin):
     change_form_template = "admin/conversations/run/change_form.html"
     fieldsets = [
         (None, {"fields": ["id", "conversation_link", "user_link", "status", "model", "assistant", "error",
-                           "finish_reason", "max_iterations_reached", "cancel_requested", "blocked_by_link"]}),
+                           "error_kind", "finish_reason", "max_iterations_reached", "cancel_requested", "blocked_by_link"]}),
         ("Timing", {"fields": ["created_at", "started_at", "finished_at", "duration", "heartbeat_at"]}),
         ("Request", {"fields": ["user_message_shown", "options_shown", "usage_shown"]}),
     ]
     readonly_fields = [
-        "id", "conversation_link", "user_link", "status", "model", "assistant", "error", "finish_reason",
-        "max_iterations_reached", "cancel_requested", "blocked_by_link", "created_at", "started_at",
+        "id", "conversation_link", "user_link", "status", "model", "assistant", "error", "error_kind",
+        "finish_reason", "max_iterations_reached", "cancel_requested", "blocked_by_link", "created_at", "started_at",
         "finished_at", "duration", "heartbeat_at", "user_message_shown", "options_shown", "usage_shown",
     ]
 

@@ -156,8 +156,8 @@ def run_finalize(
         write_together(  # one round trip on Postgres
             insert_statement(message),
             update_statement(Run, {name: getattr(run, name) for name in (
-                "status", "error", "error_kind", "finish_reason", "usage", "max_iterations_reached", "finished_at",
-                "heartbeat_at")}, pk=run.pk),
+                "status", "error", "error_kind", "finish_reason", "usage", "max_iterations_reached",
+                "finished_at", "heartbeat_at")}, pk=run.pk),
             update_statement(Conversation, {"updated_at": now}, pk=run.conversation_id),
         )
         mark_saved([message])
