@@ -18,7 +18,12 @@ import os
 # run in one worker at a time.) Explicit URLs in the environment win: set
 # them only for a serial run.
 _REDIS_DBS = {"gw0": (15, 14, 13), "gw1": (12, 10, 9), "gw2": (4, 3, 2)}
-_main_db, _idle_db, _effects_db = _REDIS_DBS[os.environ.get("PYTEST_XDIST_WORKER", "gw0")]
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+if _worker not in _REDIS_DBS:
+    raise RuntimeError(
+        f"pytest-xdist worker {_worker}: tests/settings.py has Redis databases for {len(_REDIS_DBS)} test "
+        f"processes; run with TEST_PROCESSES (pytest -n) of at most {len(_REDIS_DBS)}.")
+_main_db, _idle_db, _effects_db = _REDIS_DBS[_worker]
 # The workers inherit the environment of the process that started them,
 # where these defaults were already chosen (for gw0): a name listed here was
 # chosen by this file, not by the person running the tests, and is chosen
