@@ -20,13 +20,14 @@ from django.contrib import admin, messages
 from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.core.exceptions import PermissionDenied
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import models
+from django.db import models, transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
+from . import versioning as catalog_version
 from .catalog import code_tools, get_catalog
 from .models import Assistant, ToolDefinition
 from .permissions import can_run_tools_by_hand
@@ -76,10 +77,12 @@ def switch_enabled(model_admin: admin.ModelAdmin, request: HttpRequest, queryset
                    noun: str) -> None:
     """The enable/disable list actions of catalog rows (data tools, MCP
     servers): one UPDATE, and a message that says when workers see it."""
-    changed = queryset.update(enabled=enabled)
+    with transaction.atomic():
+        changed = queryset.update(enabled=enabled)
+        catalog_version.bump()  # an update() sends no post_save
     model_admin.message_user(
-        request, f"{'Enabled' if enabled else 'Disabled'} {changed} {noun}(s); workers pick the change up "
-                 f"within {settings.CHATFORGE_TOOL_CATALOG_TTL_S} s.", messages.SUCCESS)
+        request, f"{'Enabled' if enabled else 'Disabled'} {changed} {noun}(s); every step that starts from now "
+                 "on uses the change.", messages.SUCCESS)
 
 
 @admin.register(ToolDefinition)

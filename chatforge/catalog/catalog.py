@@ -2,9 +2,11 @@
 
 Code tools (built-ins, CHATFORGE_TOOL_MODULES, internal tools) are fixed for
 the life of a process. Data tools come from the database and may change at
-any time, so the combined catalog is rebuilt at most every
-CHATFORGE_TOOL_CATALOG_TTL_S seconds: an admin's edit reaches every worker
-within that time without a query on every step.
+any time. The combined catalog is cached and rebuilt when a step's claim
+has read a newer catalog version than the one it was built at (every change
+to its rows bumps it: versioning.py, decision 0024), or at the latest every
+CHATFORGE_TOOL_CATALOG_TTL_S seconds; so an admin's edit holds for every
+step claimed after it commits, without a query of its own on any step.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from django.conf import settings
 from tools.base import Tool
 from tools.registry import DuplicateToolError, ToolRegistry, build_registry
 
+from . import versioning
+
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_cached: tuple[float, ToolRegistry] | None = None
+_cached: tuple[float, int, ToolRegistry] | None = None  # (built at, catalog version seen then, catalog)
 
 
 @lru_cache(maxsize=1)
@@ -75,11 +79,19 @@ def _build() -> ToolRegistry:
 def get_catalog(*, fresh: bool = False) -> ToolRegistry:
     """The current catalog; ``fresh`` skips the cache (admin actions, the API)."""
     global _cached
-    now = time.monotonic()
+    now, version = time.monotonic(), versioning.seen()
     with _lock:
-        if not fresh and _cached is not None and now - _cached[0] < settings.CHATFORGE_TOOL_CATALOG_TTL_S:
-            return _cached[1]
+        if (not fresh and _cached is not None and _cached[1] == version
+                and now - _cached[0] < settings.CHATFORGE_TOOL_CATALOG_TTL_S):
+            return _cached[2]
     registry = _build()
     with _lock:
-        _cached = (now, registry)
+        _cached = (now, version, registry)
     return registry
+
+
+def forget_cached() -> None:
+    """The next ``get_catalog`` rebuilds (this process changed the catalog)."""
+    global _cached
+    with _lock:
+        _cached = None

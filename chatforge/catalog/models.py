@@ -107,3 +107,16 @@ class Assistant(models.Model):
         from .definitions import check_assistant
 
         check_assistant(self)
+
+
+class CatalogVersion(models.Model):
+    """One row (id 1): a number every change to the tool catalog's rows
+    bumps in the change's own transaction (``chatforge/catalog/versioning.py``).
+    A step's claim reads it in the same statement, so a worker whose cached
+    catalog is older rebuilds it before the step uses it: an admin's edit
+    holds for every step claimed after it commits (decision 0024)."""
+
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "tool catalog version"

@@ -10,7 +10,8 @@ held across statements. ``deliveries > 1`` after a claim means an earlier
 delivery started the step and died before finishing it.
 
 On Postgres the claim also returns what the step needs (the step row, its
-run and, for a turn, the user's message) in the same round trip: the UPDATE
+run and, for a turn, the user's message, and the tool catalog's version) in
+the same round trip: the UPDATE
 runs in a data-modifying CTE whose RETURNING rows are joined to the run.
 SQLite (embedded mode) has no such CTE: there the claim is the UPDATE
 followed by a read.
@@ -29,6 +30,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from chatforge.accounts.models import UserSecret
+from chatforge.catalog import versioning as catalog_versioning
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
 from chatforge.sql_rows import columns, fixed_sql_cursor, load_next, load_optional
 from chatforge.llm.models import LanguageModel, Provider
@@ -157,6 +159,9 @@ def _claim_returning(step_model, key_field: str, key, run_id: str, *, with_messa
                              WHERE e."run_id" = claimed."run_id" AND e."name" = claimed."name"
                                AND (e."iteration" < claimed."iteration"
                                     OR (e."iteration" = claimed."iteration" AND e."position" < claimed."position")))""")
+    # The tool catalog's version (decision 0024): a worker whose catalog is
+    # older rebuilds it before this step uses it.
+    selected.append(f"""COALESCE((SELECT "value" FROM {catalog_versioning.table()} WHERE "id" = 1), 0)""")
     sql = f"""
         WITH claimed AS (
             UPDATE {step_table} SET
@@ -194,10 +199,12 @@ def _claim_returning(step_model, key_field: str, key, run_id: str, *, with_messa
             run.status, run.iteration, run.heartbeat_at = Run.Status.RUNNING, key, now
             run.started_at = run.started_at or now
     ciphertexts = json.loads(next(values))
+    earlier_arguments = None if with_message else json.loads(next(values))
+    catalog_versioning.note_seen(next(values))
     step.run = run
     step.claim_extras = ClaimExtras(
         user_ciphertexts=ciphertexts,
-        earlier_arguments=None if with_message else json.loads(next(values)),
+        earlier_arguments=earlier_arguments,
         run_marked_running=marked,
         route_rows=route,
     )

@@ -1,0 +1,58 @@
+"""The tool catalog's version: bumped with every change to its rows, read
+by every step's claim, so that no worker uses a catalog older than the
+last change committed before the step was claimed (decision 0024).
+
+A worker caches the catalog it built (``catalog.get_catalog``) and learns
+the current version from its claims (``note_seen``) for free: the claim
+statement reads it beside what it already returns. A process that changes
+the catalog itself (the admin, the loader, MCP discovery) drops its own
+copy at once (``bump``). ``CHATFORGE_TOOL_CATALOG_TTL_S`` stays as the
+bound for what bypasses both (rows changed by hand in SQL; embedded mode's
+SQLite claims, which do not read the version).
+"""
+
+from __future__ import annotations
+
+from django.db import connection, transaction
+
+_seen = 0  # the version this process's latest claim read
+
+
+def table() -> str:
+    from .models import CatalogVersion
+
+    return CatalogVersion._meta.db_table
+
+
+def bump() -> None:
+    """Count one change, in the caller's transaction (an upsert: a test
+    flush may have emptied the table), and have this process rebuild its
+    catalog once the change has committed."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"""INSERT INTO {table()} ("id", "value") VALUES (1, 1)
+                           ON CONFLICT ("id") DO UPDATE SET "value" = {table()}."value" + 1""")
+    transaction.on_commit(_forget_local_copy)
+
+
+def bump_on_change(sender: type, **kwargs: object) -> None:
+    """``post_save`` / ``post_delete`` receiver of the catalog's models."""
+    bump()
+
+
+def note_seen(version: int) -> None:
+    """A claim read ``version``: a catalog built at another one is stale.
+    (Another, not only an older one: a database restored from a backup
+    counts from a lower number. Two claims reading across a bump in the
+    opposite order cost one extra rebuild at most.)"""
+    global _seen
+    _seen = version
+
+
+def seen() -> int:
+    return _seen
+
+
+def _forget_local_copy() -> None:
+    from .catalog import forget_cached
+
+    forget_cached()
