@@ -7,8 +7,7 @@ the current version from its claims (``note_seen``) for free: the claim
 statement reads it beside what it already returns. A process that changes
 the catalog itself (the admin, the loader, MCP discovery) drops its own
 copy at once (``bump``). ``CHATFORGE_TOOL_CATALOG_TTL_S`` stays as the
-bound for what bypasses both (rows changed by hand in SQL; embedded mode's
-SQLite claims, which do not read the version).
+bound for what bypasses both (rows changed by hand in SQL).
 """
 
 from __future__ import annotations
@@ -37,6 +36,15 @@ def bump() -> None:
 def bump_on_change(sender: type, **kwargs: object) -> None:
     """``post_save`` / ``post_delete`` receiver of the catalog's models."""
     bump()
+
+
+def current() -> int:
+    """The version, read on its own (embedded mode's claims: SQLite has no
+    statement to read it with)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT "value" FROM {table()} WHERE "id" = 1')
+        row = cursor.fetchone()
+    return row[0] if row else 0
 
 
 def note_seen(version: int) -> None:

@@ -14,7 +14,7 @@ run and, for a turn, the user's message, and the tool catalog's version) in
 the same round trip: the UPDATE
 runs in a data-modifying CTE whose RETURNING rows are joined to the run.
 SQLite (embedded mode) has no such CTE: there the claim is the UPDATE
-followed by a read.
+followed by reads.
 """
 
 from __future__ import annotations
@@ -98,6 +98,7 @@ def claim_turn(run_id: str, iteration: int) -> LlmTurn | None:
     )
     if not claimed:
         return None
+    catalog_versioning.note_seen(catalog_versioning.current())
     return LlmTurn.objects.select_related("run", "run__user_message").get(run_id=run_id, iteration=iteration)
 
 
@@ -112,6 +113,7 @@ def claim_invocation(run_id: str, tool_call_id: str) -> ToolInvocation | None:
     )
     if not claimed:
         return None
+    catalog_versioning.note_seen(catalog_versioning.current())
     return ToolInvocation.objects.select_related("run").get(run_id=run_id, tool_call_id=tool_call_id)
 
 
