@@ -77,7 +77,8 @@ def discover(server: McpServer) -> DiscoveryOutcome:
     McpServer.objects.filter(pk=server.pk).update(
         discovered_tools=tools, discovered_at=now, discovery_attempted_at=now, discovery_error=""
     )
-    catalog_version.bump()  # an update() sends no post_save
+    if tools != server.discovered_tools:  # a periodic refresh usually finds the same list
+        catalog_version.bump()  # an update() sends no post_save
     server.discovered_tools, server.discovered_at = tools, now
     server.discovery_attempted_at, server.discovery_error = now, ""
     logger.info("MCP server %s lists %d tool(s)", server.name, len(tools), extra={"mcp_server": server.name})

@@ -36,6 +36,20 @@ def test_discovery_stores_every_tool_with_its_schema(mcp_server, make_server):
     assert {"testmcp__add", "testmcp__hang"} <= set(get_catalog(fresh=True).names())
 
 
+def test_a_changed_list_counts_as_a_catalog_change_and_the_same_list_does_not(mcp_server, make_server):
+    from chatforge.catalog.models import CatalogVersion
+
+    def version() -> int:
+        return CatalogVersion.objects.filter(pk=1).values_list("value", flat=True).first() or 0
+
+    server = make_server("testmcp", url=mcp_server.url)
+    before = version()
+    assert discover(server).ok
+    assert version() == before + 1  # the tools appeared
+    assert discover(server).ok
+    assert version() == before + 1  # a refresh that found the same list
+
+
 def test_a_failed_discovery_keeps_the_last_good_list_and_records_why(make_server):
     from tests.support.stack import free_port
     from tools.net import policy
