@@ -27,7 +27,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
-from . import versioning as catalog_version
+from . import versioning as catalog_versioning
 from .catalog import code_tools, get_catalog
 from .models import Assistant, ToolDefinition
 from .permissions import can_run_tools_by_hand
@@ -79,7 +79,7 @@ def switch_enabled(model_admin: admin.ModelAdmin, request: HttpRequest, queryset
     servers): one UPDATE, and a message that says when workers see it."""
     with transaction.atomic():
         changed = queryset.update(enabled=enabled)
-        catalog_version.bump()  # an update() sends no post_save
+        catalog_versioning.bump()  # an update() sends no post_save
     model_admin.message_user(
         request, f"{'Enabled' if enabled else 'Disabled'} {changed} {noun}(s); every step that starts from now "
                  "on uses the change.", messages.SUCCESS)

@@ -110,8 +110,9 @@ class Assistant(models.Model):
 
 
 class CatalogVersion(models.Model):
-    """One row (id 1): a number every change to the tool catalog's rows
-    bumps in the change's own transaction (``chatforge/catalog/versioning.py``).
+    """One row (id 1, made by the first change; none reads as 0): a number
+    every change to the tool catalog's rows bumps in the change's own
+    transaction (``chatforge/catalog/versioning.py``).
     A step's claim reads it in the same statement, so a worker whose cached
     catalog is older rebuilds it before the step uses it: an admin's edit
     holds for every step claimed after it commits (decision 0024)."""

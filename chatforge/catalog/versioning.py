@@ -24,9 +24,9 @@ def table() -> str:
 
 
 def bump() -> None:
-    """Count one change, in the caller's transaction (an upsert: a test
-    flush may have emptied the table), and have this process rebuild its
-    catalog once the change has committed."""
+    """Count one change, in the caller's transaction (an upsert: the row is
+    made by the first change), and have this process rebuild its catalog
+    once the change has committed."""
     with connection.cursor() as cursor:
         cursor.execute(f"""INSERT INTO {table()} ("id", "value") VALUES (1, 1)
                            ON CONFLICT ("id") DO UPDATE SET "value" = {table()}."value" + 1""")

@@ -29,7 +29,7 @@ from django.db.models import Q
 from django.utils import timezone
 from mcp.types import Tool as McpTool
 
-from chatforge.catalog import versioning as catalog_version
+from chatforge.catalog import versioning as catalog_versioning
 from tools.base import ToolContext
 from tools.errors import ToolError
 from tools.redaction import redact_text
@@ -78,7 +78,7 @@ def discover(server: McpServer) -> DiscoveryOutcome:
         discovered_tools=tools, discovered_at=now, discovery_attempted_at=now, discovery_error=""
     )
     if tools != server.discovered_tools:  # a periodic refresh usually finds the same list
-        catalog_version.bump()  # an update() sends no post_save
+        catalog_versioning.bump()  # an update() sends no post_save
     server.discovered_tools, server.discovered_at = tools, now
     server.discovery_attempted_at, server.discovery_error = now, ""
     logger.info("MCP server %s lists %d tool(s)", server.name, len(tools), extra={"mcp_server": server.name})

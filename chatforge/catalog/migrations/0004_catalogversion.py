@@ -1,10 +1,6 @@
 from django.db import migrations, models
 
 
-def create_the_row(apps, schema_editor):
-    apps.get_model("catalog", "CatalogVersion").objects.get_or_create(pk=1)
-
-
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -22,5 +18,4 @@ class Migration(migrations.Migration):
                 'verbose_name': 'tool catalog version',
             },
         ),
-        migrations.RunPython(create_the_row, migrations.RunPython.noop),
     ]
