@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt co
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install services browser screenshots bench bench-timeline bench-load bench-fairness bench-relay lock worker-llm worker-tools beat chat
+.PHONY: run test install services browser screenshots bench bench-timeline bench-load bench-fairness bench-relay lock worker-llm worker-tools worker-tools-io beat chat
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -83,5 +83,7 @@ worker-llm: install
 	$(VENV)/bin/celery -A chatforge worker -Q llm,default -P gevent -c 500 -n llm@%h -l INFO -E
 worker-tools: install
 	$(VENV)/bin/celery -A chatforge worker -Q tools -P prefork -c 4 -n tools@%h -l INFO -E
+worker-tools-io: install
+	$(VENV)/bin/celery -A chatforge worker -Q tools_io -P threads -c 16 -n tools-io@%h -l INFO -E
 beat: install
 	$(VENV)/bin/celery -A chatforge beat -l INFO

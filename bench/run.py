@@ -104,7 +104,7 @@ from tools.registry import build_registry  # noqa: E402
 
 DB_NAME = "chatforge_bench"
 DOC = ROOT / "docs" / "performance.md"
-TOOL_MODULE = "tests.support.tools"  # slow_sleep: a tool that takes as long as asked
+TOOL_MODULE = "tests.support.tools"  # wait_io / slow_sleep: a tool that takes as long as asked
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 LLM_CONCURRENCY = 500  # the LLM worker's gevent pool, as in production
 TERMINAL = ("completed", "failed", "cancelled")
@@ -122,11 +122,26 @@ class Stack:
     processes: dict[str, Process]
 
 
+# The worker that runs the benchmark's tool calls, by the pool its tool is
+# routed to (decision 0025): the tools_io worker's threads as deployed
+# (deploy/Procfile), or the tools worker's prefork pool with a process per
+# parallel call. Its Postgres role and its name here are "tools" either way.
+TOOL_POOLS = ("io", "process")
+IO_TOOL_THREADS = 16
+
+
+def _tools_worker(pool: str, env: dict[str, str], log_dir: Path) -> Process:
+    if pool == "io":
+        return start_worker("tools", queues="tools_io", pool="threads", concurrency=IO_TOOL_THREADS, env=env,
+                            log_dir=log_dir, node="tools-io@%h")
+    return start_worker("tools", queues="tools", pool="prefork", concurrency=PARALLEL_CALLS, env=env, log_dir=log_dir)
+
+
 @contextmanager
 def bench_stack(*, pg: PrivatePostgres, broker: PrivateRedis, events: PrivateRedis, provider_url: str,
-                log_dir: Path) -> Iterator[Stack]:
-    """The LLM worker (gevent, as in production), the tools worker (prefork,
-    one process per parallel call), and two web processes: ``web`` takes the
+                log_dir: Path, tool_pool: str = "io") -> Iterator[Stack]:
+    """The LLM worker (gevent, as in production), the worker of the tool
+    calls' pool (``_tools_worker``), and two web processes: ``web`` takes the
     REST requests, ``ws`` serves the run sockets, so that each one's
     statements and Redis commands are counted apart. Broker, throttle cache
     and channel layer on one Redis server, the event log on another."""
@@ -152,8 +167,7 @@ def bench_stack(*, pg: PrivatePostgres, broker: PrivateRedis, events: PrivateRed
     try:
         processes["llm"] = start_worker("llm", queues="llm,default", pool="gevent",
                                         concurrency=LLM_CONCURRENCY, env=env("llm"), log_dir=log_dir)
-        processes["tools"] = start_worker("tools", queues="tools", pool="prefork", concurrency=PARALLEL_CALLS,
-                                          env=env("tools"), log_dir=log_dir)
+        processes["tools"] = _tools_worker(tool_pool, env("tools"), log_dir)
         web_port, ws_port = free_port(), free_port()
         processes["web"] = start_server(port=web_port, env=env("web"), log_dir=log_dir, name="web")
         processes["ws"] = start_server(port=ws_port, env=env("ws"), log_dir=log_dir, name="ws")
@@ -440,6 +454,9 @@ def main() -> None:
     parser.add_argument("--saturation-runs", type=int, default=200)
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients posting at saturation")
     parser.add_argument("--idle-s", type=float, default=3.0, help="idle window counted before the runs")
+    parser.add_argument("--tool-pool", choices=TOOL_POOLS, default="io",
+                        help="the pool the tool calls run on: the tools_io worker's threads (io) or the "
+                             "tools worker's prefork processes (process)")
     parser.add_argument("--json", default="", help="also write the results to this file")
     parser.add_argument("--no-write", action="store_true",
                         help="Print only; leave docs/performance.md alone.")
@@ -451,9 +468,9 @@ def main() -> None:
         return
 
     log_dir = Path(tempfile.mkdtemp(prefix="chatforge-bench-"))
-    scenarios = end_to_end_scenarios()
-    parallel = parallel_round()
-    instants = [instant(0), instant(1)]
+    scenarios = end_to_end_scenarios(args.tool_pool)
+    parallel = parallel_round(args.tool_pool)
+    instants = [instant(0, args.tool_pool), instant(1, args.tool_pool)]
     fake = TimedFakeOpenAIServer().start()
     for scenario in [*scenarios, parallel, *instants]:
         fake.add_script(scenario.name, list(scenario.replies))
@@ -472,7 +489,7 @@ def main() -> None:
             tokens = make_tokens(1 + saturation_users, "bench", database_url, broker.url(0))
             token, saturation_tokens = tokens[0], tokens[1:]
             with bench_stack(pg=pg, broker=broker, events=events, provider_url=fake.base_url,
-                             log_dir=log_dir) as stack:
+                             log_dir=log_dir, tool_pool=args.tool_pool) as stack:
                 results = measure(args, stack=stack, pg=pg, broker=broker, events=events, fake=fake,
                                   provider=provider, registry=registry, token=token, scenarios=scenarios,
                                   parallel=parallel, instants=instants, saturation_tokens=saturation_tokens,
@@ -628,6 +645,7 @@ def measure(args: argparse.Namespace, *, stack: Stack, pg: PrivatePostgres, brok
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "runs_per_scenario": args.runs,
         "tool_ms": TOOL_MS,
+        "tool_pool": args.tool_pool,
         "llm_latency_ms": int(LLM_LATENCY_S * 1000),
         "overhead_ms": dist(all_overheads),
         "overhead_by_kind_ms": {kind: dist(values) for kind, values in overheads_by_kind.items()},
@@ -685,6 +703,20 @@ def _statements(listed: list, limit: int = 12) -> str:
     return ", ".join(parts)
 
 
+def _tool_pool(r: dict) -> str:
+    return r.get("tool_pool", "process")  # results saved before the I/O pool were all prefork
+
+
+def _tool_described(r: dict) -> str:
+    if _tool_pool(r) == "io":
+        return f"`wait_io` on the I/O pool (a tools_io worker, {IO_TOOL_THREADS} threads)"
+    return f"`slow_sleep` on the prefork pool (a tools worker, {PARALLEL_CALLS} processes)"
+
+
+def _tools_worker_named(r: dict) -> str:
+    return "tools_io worker" if _tool_pool(r) == "io" else "tools worker"
+
+
 def write_doc(r: dict) -> None:
     met = lambda ok: "met" if ok else "**not met**"  # noqa: E731
     o, post, first = r["overhead_ms"], r["post_202_ms"], r["post_to_first_model_request_ms"]
@@ -728,7 +760,7 @@ def write_doc(r: dict) -> None:
         f"{s['machine_busy_cpu_s']:.0f} CPU-s) | {met(s['runs_per_s'] >= 100)} |"
         for s in r["saturation"]
     )
-    part_names = [("llm", "LLM worker"), ("tools", "tools worker"), ("web", "web"), ("ws", "ws"),
+    part_names = [("llm", "LLM worker"), ("tools", _tools_worker_named(r)), ("web", "web"), ("ws", "ws"),
                   ("postgres", "Postgres"), ("redis broker", "Redis broker"), ("redis events", "Redis event log"),
                   ("bench", "benchmark (clients, fake model)")]
     cpu_rows = "\n".join(
@@ -750,7 +782,7 @@ The machine is shared: while the counted runs below ran ({load['window_s']:.0f} 
 {load['machine_busy_cpu_s']:.0f} CPU-s, of which the benchmark's own processes (stack, Postgres, Redis, fake
 model, clients) used {load['bench_cpu_s']:.0f} and other work {other_s:.0f}; load average before the run
 {' / '.join(r['loadavg_before'])}. Fake model: {r['llm_latency_ms']} ms to first byte per turn; tools:
-`slow_sleep` of {r['tool_ms']} ms. {r['runs_per_scenario']} measured runs per scenario after one warm-up run each.
+{_tool_described(r)} of {r['tool_ms']} ms. {r['runs_per_scenario']} measured runs per scenario after one warm-up run each.
 
 | measure | result | target | |
 |---|---|---|---|

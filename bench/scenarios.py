@@ -2,7 +2,9 @@
 as a plain in-process loop (the baseline: provider + tools, no Celery, no
 database, no events).
 
-Every tool call is ``slow_sleep`` (``tests/support/tools.py``). In the
+Every tool call sleeps as long as asked (``tests/support/tools.py``):
+``wait_io`` on the I/O pool (the tools_io worker's threads, decision 0025)
+or ``slow_sleep`` on the prefork pool, as ``--tool-pool`` chooses. In the
 scenarios compared end to end the calls sleep ``TOOL_MS`` = 0 ms, so
 whatever a run takes beyond the model's time is the engine's; the model
 (the fake OpenAI server) answers each turn ``LLM_LATENCY_S`` after the
@@ -30,8 +32,12 @@ PARALLEL_TOOL_MS = 200
 PARALLEL_CALLS = 5
 
 
-def sleep_call(ms: int) -> tuple[str, dict]:
-    return ("slow_sleep", {"ms": ms})
+# The tool of each pool: the same handler, routed by its policy.
+SLEEP_TOOLS = {"io": "wait_io", "process": "slow_sleep"}
+
+
+def sleep_call(ms: int, pool: str) -> tuple[str, dict]:
+    return (SLEEP_TOOLS[pool], {"ms": ms})
 
 
 @dataclass(frozen=True)
@@ -52,10 +58,10 @@ class Scenario:
         return self.turns + self.rounds * self.calls
 
 
-def tool_rounds(rounds: int, calls: int = 1, *, tool_ms: int = TOOL_MS, latency_s: float = LLM_LATENCY_S,
-                name: str | None = None) -> Scenario:
+def tool_rounds(rounds: int, calls: int = 1, *, pool: str, tool_ms: int = TOOL_MS,
+                latency_s: float = LLM_LATENCY_S, name: str | None = None) -> Scenario:
     """``rounds`` tool rounds of ``calls`` parallel calls each, then an answer."""
-    replies = [Reply(text="Working." if i == 0 else "", tool_calls=[sleep_call(tool_ms)] * calls,
+    replies = [Reply(text="Working." if i == 0 else "", tool_calls=[sleep_call(tool_ms, pool)] * calls,
                      delay_s=latency_s) for i in range(rounds)]
     replies.append(Reply(text=f"Done after {rounds} tool rounds.", delay_s=latency_s))
     if rounds == 0:
@@ -68,19 +74,20 @@ def tool_rounds(rounds: int, calls: int = 1, *, tool_ms: int = TOOL_MS, latency_
                     replies=tuple(replies))
 
 
-def end_to_end_scenarios() -> list[Scenario]:
+def end_to_end_scenarios(pool: str) -> list[Scenario]:
     """0, 1, 2, 3 rounds of one call; one round of 2, 3, 4, 5 parallel calls."""
-    return [tool_rounds(k) for k in range(4)] + [tool_rounds(1, n) for n in range(2, PARALLEL_CALLS + 1)]
+    return ([tool_rounds(k, pool=pool) for k in range(4)]
+            + [tool_rounds(1, n, pool=pool) for n in range(2, PARALLEL_CALLS + 1)])
 
 
-def parallel_round() -> Scenario:
+def parallel_round(pool: str) -> Scenario:
     """One round of 5 parallel calls of 200 ms (the parallel-round figure)."""
-    return tool_rounds(1, PARALLEL_CALLS, tool_ms=PARALLEL_TOOL_MS, name="bench-parallel-200ms")
+    return tool_rounds(1, PARALLEL_CALLS, pool=pool, tool_ms=PARALLEL_TOOL_MS, name="bench-parallel-200ms")
 
 
-def instant(rounds: int) -> Scenario:
+def instant(rounds: int, pool: str) -> Scenario:
     """Saturation: the model answers at once, tools take 0 ms."""
-    return tool_rounds(rounds, latency_s=0.0, name=f"bench-instant-r{rounds}")
+    return tool_rounds(rounds, pool=pool, latency_s=0.0, name=f"bench-instant-r{rounds}")
 
 
 def run_in_process(provider: OpenAICompatibleProvider, registry: ToolRegistry, model: str, content: str) -> float:

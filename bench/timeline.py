@@ -2,7 +2,8 @@
 
 `make bench` says how much orchestration a step costs; this says where. It
 starts the benchmark's stack (`bench.run.bench_stack`: the gevent LLM
-worker, the prefork tools worker, the web process and the socket process, a
+worker, the worker of the tool calls' pool (``--tool-pool``: the tools_io
+worker's threads by default, or the prefork tools worker), the web process and the socket process, a
 private Postgres with ``pg_stat_statements`` tracking planning too, two
 private Redis servers, the timed fake OpenAI server), runs one scenario
 (``--rounds`` tool rounds of one 0 ms call, the model answering 200 ms
@@ -42,6 +43,7 @@ import psycopg
 from bench.run import (
     DB_NAME,
     Sequential,
+    TOOL_POOLS,
     TimedFakeOpenAIServer,
     bench_stack,
     counting_postgres,
@@ -126,9 +128,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30, help="measured runs (after 3 warm-up runs)")
     parser.add_argument("--rounds", type=int, default=1, help="tool rounds per run (one call each)")
     parser.add_argument("--statements", type=int, default=15, help="statements listed")
+    parser.add_argument("--tool-pool", choices=TOOL_POOLS, default="io", help="the pool the tool calls run on")
     args = parser.parse_args()
 
-    scenario = tool_rounds(args.rounds)
+    scenario = tool_rounds(args.rounds, pool=args.tool_pool)
     fake = TimedFakeOpenAIServer().start()
     fake.add_script(scenario.name, list(scenario.replies))
     log_dir = Path(tempfile.mkdtemp(prefix="chatforge-timeline-"))
@@ -139,7 +142,7 @@ def main() -> None:
             prepare_counting(pg, DB_NAME)
             token = make_tokens(1, f"timeline-{uuid.uuid4().hex[:6]}", database_url, broker.url(0))[0]
             with bench_stack(pg=pg, broker=broker, events=events, provider_url=fake.base_url,
-                             log_dir=log_dir) as stack, \
+                             log_dir=log_dir, tool_pool=args.tool_pool) as stack, \
                     httpx.Client(base_url=stack.api_url, headers={"Authorization": f"Bearer {token}"},
                                  timeout=60) as http:
                 conversations = new_conversations(http, WARM_UP_RUNS + args.runs)

@@ -36,11 +36,13 @@ from chatforge.observability.tracing import in_run_trace, tracing_enabled
 
 from .scheduling.limits import current_limits
 from .scheduling.slots import Admitted, StepSlot, call_slot, scheduler, turn_slot
+from .tooling import get_registry
 
 logger = logging.getLogger(__name__)
 
 LLM_TURN = "chatforge.llm_turn"
 TOOL_CALL = "chatforge.tool_call"
+TOOL_CALL_IO = "chatforge.tool_call_io"
 FINALIZE_RUN = "chatforge.finalize_run"
 
 
@@ -138,11 +140,20 @@ def llm_turn(run: Run, iteration: int) -> None:
     _admit_and_send_after_commit(run, [Step(LLM_TURN, [run_id, iteration], slot)])
 
 
+def tool_call_task(tool_name: str) -> str:
+    """The task (and so the queue) for a call of ``tool_name``: the I/O
+    pool's when the tool's policy asks for it, else the prefork pool's.
+    Both run the same step, so a call sent by a catalog a moment out of
+    date still runs correctly, only on the other pool (decision 0025)."""
+    tool = get_registry().get(tool_name)
+    return TOOL_CALL_IO if tool is not None and tool.policy.pool == "io" else TOOL_CALL
+
+
 def tool_calls(run: Run, calls: list[tuple[str, str, int]]) -> None:
     """Send a round's tool calls, each ``(tool_call_id, tool_name, position)``."""
     run_id, assistant = str(run.pk), run.options.get("assistant", "")
     _admit_and_send_after_commit(run, [
-        Step(TOOL_CALL, [run_id, call_id],
+        Step(tool_call_task(name), [run_id, call_id],
              call_slot(run_id, call_id, user_id=run.user_id, assistant=assistant, tool_name=name),
              position + 1)
         for call_id, name, position in calls

@@ -42,6 +42,15 @@ def tool_call(run_id: str, tool_call_id: str) -> None:
     tool_call_execute(run_id=run_id, tool_call_id=tool_call_id)
 
 
+# The same step for tools whose policy says pool="io", on the tools_io
+# queue's threads pool (decision 0025). No hard time limit: a threads pool
+# cannot enforce one. The executor stops waiting at the tool's timeout
+# (an async handler is cancelled; a sync one's thread is abandoned).
+@shared_task(name="chatforge.tool_call_io", **_DB_RETRY)
+def tool_call_io(run_id: str, tool_call_id: str) -> None:
+    tool_call_execute(run_id=run_id, tool_call_id=tool_call_id)
+
+
 @shared_task(name="chatforge.finalize_run", **_DB_RETRY)
 def finalize_run(run_id: str, outcome: str, error: str = "") -> None:
     run_finalize(run_id=run_id, outcome=Outcome(outcome), error=error)

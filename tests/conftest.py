@@ -27,7 +27,7 @@ def fake_llm() -> Iterator[FakeOpenAIServer]:
     server.stop()
 
 
-QUEUES = ("llm", "tools", "default")
+QUEUES = ("llm", "tools", "tools_io", "default")
 
 
 @pytest.fixture

@@ -21,6 +21,13 @@ from tools.redaction import SecretsSeen
 
 SideEffects = Literal["read_only", "idempotent", "not_idempotent"]
 _SIDE_EFFECTS: frozenset[str] = frozenset({"read_only", "idempotent", "not_idempotent"})
+# Where a call runs (docs/decisions/0025-tools-on-an-io-pool-by-policy.md):
+# "process" on the tools worker's prefork pool, one call per process, under
+# the hard time limit that recycles a process stuck in a handler; "io" on the
+# tools_io worker's threads, many calls at once with no hop to a child
+# process, for handlers that mostly wait on the network.
+ToolPool = Literal["process", "io"]
+_POOLS: frozenset[str] = frozenset({"process", "io"})
 
 # Providers (OpenAI, Ollama, Gemini) all accept this alphabet; anything else is
 # rejected by at least one of them when the spec is sent, which is too late.
@@ -46,6 +53,11 @@ class ToolPolicy:
     # Each call waits for a person to approve it before it is enqueued
     # (orchestration/services/approvals.py); an assistant may override it.
     requires_approval: bool = False
+    # "io" only for handlers that wait rather than compute and that honour
+    # their timeout: on the threads pool nothing can stop a sync handler that
+    # hangs (its thread is abandoned at the timeout), and its CPU work holds
+    # up every other call of that worker.
+    pool: ToolPool = "process"
 
     def __post_init__(self) -> None:
         if not self.timeout_s > 0:
@@ -58,6 +70,8 @@ class ToolPolicy:
             raise ValueError(
                 f"side_effects must be one of {sorted(_SIDE_EFFECTS)}, got {self.side_effects!r}"
             )
+        if self.pool not in _POOLS:
+            raise ValueError(f"pool must be one of {sorted(_POOLS)}, got {self.pool!r}")
 
 
 @dataclass(frozen=True)

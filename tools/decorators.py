@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired, Required, Union, get_args, get_origin, overload
 
 from tools import docstrings
-from tools.base import Handler, SideEffects, Tool, ToolContext, ToolPolicy
+from tools.base import Handler, SideEffects, Tool, ToolContext, ToolPolicy, ToolPool
 
 Converter = Callable[[Any], Any]
 
@@ -87,6 +87,7 @@ def tool(
     backoff_max_s: float = ...,
     side_effects: SideEffects = ...,
     requires_approval: bool = ...,
+    pool: ToolPool = ...,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -100,6 +101,7 @@ def tool(
     backoff_max_s: float = ToolPolicy.backoff_max_s,
     side_effects: SideEffects = ToolPolicy.side_effects,
     requires_approval: bool = ToolPolicy.requires_approval,
+    pool: ToolPool = ToolPolicy.pool,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` of the decorated function (``@tool`` or ``@tool(...)``).
 
@@ -115,6 +117,7 @@ def tool(
         backoff_max_s=backoff_max_s,
         side_effects=side_effects,
         requires_approval=requires_approval,
+        pool=pool,
     )
     if callable(name):  # bare @tool
         return function_tool(name, policy=policy)

@@ -91,7 +91,7 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
         "name", "kind", "enabled", "method", "url", "side_effects", "timeout_s", "max_attempts",
         "requires_approval", "updated_at", "run_link",
     ]
-    list_filter = ["kind", "enabled", "side_effects", "requires_approval", "method"]
+    list_filter = ["kind", "enabled", "side_effects", "requires_approval", "pool", "method"]
     search_fields = ["name", "description", "url"]
     list_editable = ["enabled"]
     actions = ["run_with_sample_arguments", "enable", "disable"]
@@ -112,7 +112,7 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
         (
             "Policy",
             {"fields": ["timeout_s", "max_attempts", "backoff_initial_s", "backoff_max_s", "side_effects",
-                        "requires_approval"]},
+                        "requires_approval", "pool"]},
         ),
         ("History", {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
     ]

@@ -42,6 +42,7 @@ def policy_of_row(row: Any) -> ToolPolicy:
         backoff_max_s=row.backoff_max_s,
         side_effects=row.side_effects,
         requires_approval=row.requires_approval,
+        pool=row.pool,
     )
 
 

@@ -23,6 +23,7 @@ def describe_tool(tool: Tool, code_names: set[str]) -> dict[str, Any]:
             "max_attempts": policy.max_attempts,
             "side_effects": policy.side_effects,
             "requires_approval": policy.requires_approval,
+            "pool": policy.pool,
         },
     }
 

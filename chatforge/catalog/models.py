@@ -12,6 +12,17 @@ from __future__ import annotations
 from django.db import models
 
 
+class ToolPool(models.TextChoices):
+    """Which worker runs a tool's calls (``tools.base.ToolPolicy.pool``)."""
+
+    PROCESS = "process", "Process (tools worker: one call per process, hard time limit)"
+    IO = "io", "I/O (tools_io worker: many calls at once on threads, for tools that wait on the network)"
+
+
+POOL_HELP = ("Which worker runs its calls. “I/O” suits tools that wait on the network (HTTP and MCP tools "
+             "stop at their timeout there too) and needs a worker on the tools_io queue.")
+
+
 class ToolDefinition(models.Model):
     class Kind(models.TextChoices):
         MOCK = "mock", "Mock (fixed response)"
@@ -55,6 +66,7 @@ class ToolDefinition(models.Model):
     backoff_max_s = models.FloatField(default=8.0)
     side_effects = models.CharField(max_length=16, choices=SideEffects.choices, default=SideEffects.READ_ONLY)
     requires_approval = models.BooleanField(default=False, help_text="Each call waits for the user to approve it before it runs.")
+    pool = models.CharField(max_length=8, choices=ToolPool.choices, default=ToolPool.PROCESS, help_text=POOL_HELP)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -53,7 +53,7 @@ class McpServerAdmin(admin.ModelAdmin):
         ("Tools", {"fields": ["allowed_tools", "discovered_tools_table", "discovered_at",
                               "discovery_attempted_at", "last_discovery_error"]}),
         ("Policy", {"fields": ["timeout_s", "max_attempts", "backoff_initial_s", "backoff_max_s",
-                               "side_effects", "requires_approval", "tool_overrides"],
+                               "side_effects", "requires_approval", "pool", "tool_overrides"],
                     "description": "Applies to every tool of the server; “tool overrides” changes it "
                                    "per tool."}),
         ("History", {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),

@@ -12,6 +12,8 @@ from __future__ import annotations
 from django.core.validators import RegexValidator
 from django.db import models
 
+from chatforge.catalog.models import POOL_HELP, ToolPool
+
 # Letters, digits and '-', in words joined by single '_': never "__", which
 # separates the server's name from the tool's in "<server>__<tool>".
 SERVER_NAME_PATTERN = r"^[a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*$"
@@ -66,11 +68,13 @@ class McpServer(models.Model):
         help_text="What the server's tools may do; only read-only and idempotent tools are retried.",
     )
     requires_approval = models.BooleanField(default=False)
+    pool = models.CharField(max_length=8, choices=ToolPool.choices, default=ToolPool.PROCESS, help_text=POOL_HELP)
     tool_overrides = models.JSONField(
         default=dict,
         blank=True,
         help_text='Per tool (the server\'s own name), any of the policy fields, e.g. '
-        '{"delete_page": {"side_effects": "not_idempotent", "requires_approval": true, "timeout_s": 60}}.',
+        '{"delete_page": {"side_effects": "not_idempotent", "requires_approval": true, "timeout_s": 60, '
+        '"pool": "io"}}.',
     )
     # Discovery: written by ``discovery.py`` only.
     discovered_tools = models.JSONField(default=list, blank=True, editable=False)

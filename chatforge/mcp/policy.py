@@ -24,6 +24,7 @@ OVERRIDE_FIELDS: dict[str, tuple[type, ...]] = {
     "backoff_max_s": (int, float),
     "side_effects": (str,),
     "requires_approval": (bool,),
+    "pool": (str,),
 }
 
 

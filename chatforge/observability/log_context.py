@@ -29,6 +29,7 @@ _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _TASK_ARGS = {
     "chatforge.llm_turn": ("run_id", "iteration"),
     "chatforge.tool_call": ("run_id", "tool_call_id"),
+    "chatforge.tool_call_io": ("run_id", "tool_call_id"),
     "chatforge.finalize_run": ("run_id",),
 }
 

@@ -134,7 +134,7 @@ class QueueDepthCollector(Collector):
 
         family = GaugeMetricFamily(QUEUE_DEPTH_NAME, "Messages waiting in each broker queue.", labels=["queue"])
         client = broker_client()
-        queues = sorted({route["queue"] for route in settings.CELERY_TASK_ROUTES.values()})
+        queues = settings.CHATFORGE_QUEUES
         if client is not None:
             try:
                 with client.pipeline(transaction=False) as pipe:

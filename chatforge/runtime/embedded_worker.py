@@ -45,7 +45,7 @@ def start_embedded_worker() -> None:
     worker = app.WorkController(
         pool_cls="threads",
         concurrency=settings.CHATFORGE_EMBEDDED_WORKER_THREADS,
-        queues=["llm", "tools", "default"],
+        queues=settings.CHATFORGE_QUEUES,
         without_heartbeat=True,
         without_mingle=True,
         without_gossip=True,
@@ -59,6 +59,6 @@ def start_embedded_worker() -> None:
         target=_sweep_forever, args=(stop, interval), name="chatforge-sweeper", daemon=True
     ).start()
     logger.info(
-        "embedded worker started: %s threads on queues llm, tools, default",
-        settings.CHATFORGE_EMBEDDED_WORKER_THREADS,
+        "embedded worker started: %s threads on queues %s",
+        settings.CHATFORGE_EMBEDDED_WORKER_THREADS, ", ".join(settings.CHATFORGE_QUEUES),
     )

@@ -76,9 +76,14 @@ def _straight_to(queue: str) -> dict:
 CELERY_TASK_ROUTES = {
     "chatforge.llm_turn": _straight_to("llm"),
     "chatforge.tool_call": _straight_to("tools"),
+    # Calls of tools whose policy says pool="io": a threads pool (decision 0025).
+    "chatforge.tool_call_io": _straight_to("tools_io"),
     "chatforge.finalize_run": _straight_to("default"),
     "chatforge.sweep_stalled_runs": _straight_to("default"),
 }
+# Every queue a task is routed to: the embedded worker consumes them all,
+# and /metrics reports the depth of each.
+CHATFORGE_QUEUES: list[str] = sorted({route["queue"] for route in CELERY_TASK_ROUTES.values()})
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Keep Celery's Django fixup from closing DB connections around every task;
 # chatforge/runtime/db_connections.py applies Django's CONN_MAX_AGE rules instead.

@@ -31,6 +31,7 @@ from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
 from chatforge.observability.tracing import step_span
+from chatforge.runtime.db_connections import release_connections
 from chatforge.sql_rows import insert_all, update_where
 from tools.executor import ToolResult, execute_tool
 
@@ -213,6 +214,10 @@ def _run_claimed_call(inv: ToolInvocation, started: float) -> None:
         return
     result = _preset_result(inv) or _repeat_result(inv) or _quota_result(inv)
     if result is None:
+        # The tool may take its whole timeout: its database connection goes
+        # back to the pool meanwhile, so a tools_io worker's threads waiting
+        # on the network hold none (a retry's note and the record borrow one).
+        release_connections()
         with step_lease(run_id, inv), step_span("tool.call", **{"chatforge.run_id": run_id, "chatforge.tool": inv.name,
                                                                  "chatforge.tool_call_id": inv.tool_call_id}):
             result = execute_tool(

@@ -34,6 +34,7 @@ def create_weather_tool(admin_client, local_site) -> None:
         "allowed_domains": json.dumps(["127.0.0.1"]),
         "timeout_s": "5", "max_attempts": "1", "backoff_initial_s": "0.5", "backoff_max_s": "8",
         "side_effects": "read_only",
+        "pool": "process",
     })
     assert created.status_code == 302, created.context["adminform"].form.errors
     assert ToolDefinition.objects.get(name="admin_weather").headers == {"X-Api-Key": "${WEATHER_KEY}"}

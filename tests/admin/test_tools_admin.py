@@ -27,7 +27,7 @@ def tool_form(**overrides) -> dict[str, str]:
         "parameters": json.dumps(SCHEMA), "mock_response": '{"temp_c": 12}',
         "url": "", "method": "GET", "headers": "{}", "params_mapping": "{}", "response_path": "",
         "allowed_domains": "[]", "timeout_s": "10", "max_attempts": "3", "backoff_initial_s": "0.5",
-        "backoff_max_s": "8", "side_effects": "read_only",
+        "backoff_max_s": "8", "side_effects": "read_only", "pool": "process",
     }
     data.update(overrides)
     return data

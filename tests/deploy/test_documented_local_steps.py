@@ -1,7 +1,7 @@
 """The "Locally, as processes" steps of deploy/README.md, run as written on a
 fresh Postgres cluster and Redis of the test's own: the exports (secret keys
 made by the documented commands), createdb, migrate, create_demo_user, then
-web, both workers and beat from the documented commands (the Makefile
+web, the three workers and beat from the documented commands (the Makefile
 targets, which the manifest checks hold equal to the Procfile's), and one
 run of the demo model through the API to its end. Only the addresses change:
 the database and Redis are private, the web port is a free one."""
@@ -91,7 +91,7 @@ def test_the_documented_local_steps_start_a_stack_that_completes_a_run():
                                           timeout=300)
                     assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
                     token = re.search(r"API token: (\S+)", done.stdout)[1] if "API token:" in done.stdout else token
-            assert token and len(processes) == 4, steps
+            assert token and len(processes) == 5, steps
             answer = complete_a_run(f"http://127.0.0.1:{port}", token, processes, log_dir)
             assert "391" in answer, answer
         finally:

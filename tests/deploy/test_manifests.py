@@ -33,6 +33,23 @@ COMPOSE_ONLY_VARIABLES = {"POSTGRES_PASSWORD", "FLOWER_BASIC_AUTH"}
 FLOWER_VARIABLES = {"FLOWER_BASIC_AUTH"}
 # Kubernetes versions whose API schemas the manifests must satisfy.
 K8S_VERSIONS = ("1.30.0", "1.37.0")
+# Every worker kind, each in the Procfile, the Makefile, compose and Kubernetes.
+WORKERS = ("worker-llm", "worker-tools", "worker-tools-io")
+# The pool each queue needs, matched on the exact queue name ("tools_io" is
+# not "tools"), and why.
+QUEUE_POOLS = {
+    "llm": ("gevent", "LLM turns wait on the network: gevent pool (decision 0012)"),
+    "tools": ("prefork", "tools need prefork: hard time limits only work there"),
+    "tools_io": ("threads", "pool='io' tools run many calls at once on threads (decision 0025)"),
+}
+# The time limit each worker's shutdown grace must exceed. The threads pool
+# enforces none (its calls stop at their tools' own timeouts), so the I/O
+# tools worker is held to the tools' budget, as the prefork tools worker is.
+GRACE_ABOVE = {
+    "worker-llm": "CHATFORGE_LLM_HARD_TIME_LIMIT_S",
+    "worker-tools": "CHATFORGE_TOOL_HARD_TIME_LIMIT_S",
+    "worker-tools-io": "CHATFORGE_TOOL_HARD_TIME_LIMIT_S",
+}
 
 ENV_READ = re.compile(r"""\benv\.(?:str|int|bool|list|float)\(\s*["']([A-Z][A-Z0-9_]*)["']""")
 ENV_CALL = re.compile(r"\benv(?:\.\w+)?\(")
@@ -105,10 +122,9 @@ def check_command(tokens: list[str]) -> None:
         queues = set(option(tokens, "-Q").split(","))
         assert queues <= routed_queues(), f"unknown queues {queues - routed_queues()}"
         pool = option(tokens, "-P")
-        if "tools" in queues:
-            assert pool == "prefork", "tools need prefork: hard time limits only work there"
-        if "llm" in queues:
-            assert pool == "gevent", "LLM turns wait on the network: gevent pool (decision 0012)"
+        for queue in sorted(queues & QUEUE_POOLS.keys()):
+            needed, why = QUEUE_POOLS[queue]
+            assert pool == needed, f"{queue} on {pool}: {why}"
         assert re.fullmatch(r"[a-z-]+@%h", option(tokens, "-n")), "node name must be <name>@%h"
         assert int(option(tokens, "-c")) > 0
 
@@ -210,12 +226,15 @@ def test_every_yaml_file_parses():
 
 def test_procfile():
     entries = procfile()
-    assert set(entries) == {"release", "web", "worker-llm", "worker-tools", "beat"}
+    assert set(entries) == {"release", "web", *WORKERS, "beat"}
     assert entries["release"] == "python manage.py migrate --noinput"
     assert entries["web"].startswith("python manage.py serve --host 0.0.0.0 --port ")
     # Workers log each task at INFO and send task events (-E) for Flower and `celery events`.
     assert entries["worker-llm"] == "celery -A chatforge worker -Q llm,default -P gevent -c 500 -n llm@%h -l INFO -E"
     assert entries["worker-tools"] == "celery -A chatforge worker -Q tools -P prefork -c 4 -n tools@%h -l INFO -E"
+    assert entries["worker-tools-io"] == (
+        "celery -A chatforge worker -Q tools_io -P threads -c 16 -n tools-io@%h -l INFO -E"
+    )
     assert entries["beat"] == "celery -A chatforge beat -l INFO"
     commands = [shlex.split(c) for c in entries.values()]
     for command in commands:
@@ -225,8 +244,34 @@ def test_procfile():
 
 def test_procfile_workers_match_the_makefile():
     makefile = (ROOT / "Makefile").read_text()
-    for name in ("worker-llm", "worker-tools", "beat"):
-        assert f"$(VENV)/bin/{procfile()[name]}\n" in makefile, name
+    phony = re.search(r"^\.PHONY:(.*)$", makefile, re.MULTILINE)[1].split()
+    for name in (*WORKERS, "beat"):
+        assert f"\n{name}: install\n\t$(VENV)/bin/{procfile()[name]}\n" in makefile, name
+        assert name in phony, name
+
+
+def test_every_routed_queue_but_default_has_a_required_pool():
+    assert routed_queues() - {"default"} == set(QUEUE_POOLS)
+
+
+@pytest.mark.parametrize("queues, pool, accepted", [
+    ("tools", "prefork", True),
+    ("tools", "threads", False),
+    ("tools_io", "threads", True),
+    # Matched on the whole queue name: tools_io is not held to the prefork rule...
+    ("tools_io", "prefork", False),
+    # ...nor can a threads worker take the prefork-only queue beside its own.
+    ("tools,tools_io", "threads", False),
+    ("llm,default", "gevent", True),
+    ("llm,default", "threads", False),
+])
+def test_worker_commands_are_held_to_the_pool_of_each_queue(queues, pool, accepted):
+    command = shlex.split(f"celery -A chatforge worker -Q {queues} -P {pool} -c 4 -n x@%h -l INFO -E")
+    if accepted:
+        check_command(command)
+    else:
+        with pytest.raises(AssertionError, match=" on "):
+            check_command(command)
 
 
 def test_celery_app_is_the_one_the_commands_name():
@@ -266,7 +311,7 @@ def compose() -> dict:
     return yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
 
 
-CHATFORGE_SERVICES = {"migrate", "web", "worker-llm", "worker-tools", "beat", "flower"}
+CHATFORGE_SERVICES = {"migrate", "web", *WORKERS, "beat", "flower"}
 
 
 def test_compose_services():
@@ -299,11 +344,27 @@ def test_compose_commands_match_the_procfile():
     for command in commands:
         check_command(command)
     check_queues_covered(commands)
-    for name in ("worker-llm", "worker-tools"):
+    for name in WORKERS:
         assert services[name]["command"] == shlex.split(procfile()[name])
     beat = shlex.split(procfile()["beat"])
     assert services["beat"]["command"][: len(beat)] == beat
     assert services["web"]["command"][:6] == ["python", "manage.py", "serve", "--host", "0.0.0.0", "--port"]
+
+
+def duration_s(text: str) -> int:
+    """A compose duration such as 150s, 16m or 1m30s, in seconds."""
+    assert re.fullmatch(r"(\d+h)?(\d+m)?(\d+s)?", text) and text, text
+    units = {"h": 3600, "m": 60, "s": 1}
+    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([hms])", text))
+
+
+def test_compose_workers_get_a_grace_period_above_their_time_limit():
+    services = compose()["services"]
+    defaults = env_example()
+    for name in WORKERS:
+        assert GRACE_ABOVE[name] not in services[name]["environment"], "the default limit applies"
+        hard_limit = int(defaults[GRACE_ABOVE[name]])
+        assert duration_s(services[name]["stop_grace_period"]) > hard_limit, name
 
 
 def test_compose_sets_only_variables_chatforge_reads():
@@ -336,6 +397,7 @@ def test_k8s_inventory():
         ("Deployment", "chatforge-web"),
         ("Deployment", "chatforge-worker-llm"),
         ("Deployment", "chatforge-worker-tools"),
+        ("Deployment", "chatforge-worker-tools-io"),
         ("Deployment", "chatforge-beat"),
         ("Deployment", "chatforge-flower"),
         ("Service", "chatforge-flower"),
@@ -343,6 +405,7 @@ def test_k8s_inventory():
         ("Service", "chatforge-web"),
         ("PodDisruptionBudget", "chatforge-worker-llm"),
         ("PodDisruptionBudget", "chatforge-worker-tools"),
+        ("PodDisruptionBudget", "chatforge-worker-tools-io"),
         ("HorizontalPodAutoscaler", "chatforge-worker-llm"),
     ])
     for doc in k8s_docs():
@@ -370,7 +433,7 @@ def test_k8s_pods_run_the_same_image_and_real_commands():
             assert all(e["name"] in SETTINGS_VARS for e in container.get("env", [])), name
     check_queues_covered(commands)
     specs = pod_specs()
-    for name in ("worker-llm", "worker-tools"):
+    for name in WORKERS:
         assert specs[f"chatforge-{name}"]["containers"][0]["command"] == shlex.split(procfile()[name])
     assert specs["chatforge-migrate"]["containers"][0]["command"] == shlex.split(procfile()["release"])
 
@@ -403,11 +466,8 @@ def test_k8s_web_probes():
 
 def test_k8s_workers_liveness_and_shutdown():
     config = k8s_named("ConfigMap", "chatforge-config")["data"]
-    limits = {
-        "worker-llm": int(config["CHATFORGE_LLM_HARD_TIME_LIMIT_S"]),
-        "worker-tools": int(config["CHATFORGE_TOOL_HARD_TIME_LIMIT_S"]),
-    }
-    for name, hard_limit in limits.items():
+    for name in WORKERS:
+        hard_limit = int(config[GRACE_ABOVE[name]])
         spec = pod_specs()[f"chatforge-{name}"]
         container = spec["containers"][0]
         node = option(container["command"], "-n").replace("%h", "$HOSTNAME")
@@ -439,7 +499,7 @@ def test_k8s_pdbs_and_hpa_target_the_workers():
         matched = [n for n, d in deployments.items() if selector <= pod_labels(d).items()]
         assert len(matched) == 1, pdb["metadata"]["name"]
         pdb_targets |= set(matched)
-    assert pdb_targets == {"chatforge-worker-llm", "chatforge-worker-tools"}
+    assert pdb_targets == {f"chatforge-{name}" for name in WORKERS}
     hpa = k8s_named("HorizontalPodAutoscaler", "chatforge-worker-llm")["spec"]
     target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "chatforge-worker-llm"}
     assert hpa["scaleTargetRef"] == target
@@ -481,7 +541,11 @@ def test_queue_depth_autoscalers_validate_and_scale_each_pool_on_its_queue(versi
         [metric] = hpa["spec"]["metrics"]
         assert metric["type"] == "External" and metric["external"]["metric"]["name"] == QUEUE_DEPTH_NAME
         scaled[target] = metric["external"]["metric"]["selector"]["matchLabels"]["queue"]
-    assert scaled == {"chatforge-worker-llm": "llm", "chatforge-worker-tools": "tools"}
+    assert scaled == {
+        "chatforge-worker-llm": "llm",
+        "chatforge-worker-tools": "tools",
+        "chatforge-worker-tools-io": "tools_io",
+    }
     for deployment, queue in scaled.items():
         command = deployments[deployment]["spec"]["template"]["spec"]["containers"][0]["command"]
         assert queue in option(command, "-Q").split(","), (deployment, queue)

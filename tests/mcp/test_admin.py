@@ -24,7 +24,7 @@ def server_form(**overrides: str) -> dict[str, str]:
     data = {
         "name": "testmcp", "url": "http://127.0.0.1:9/mcp", "transport": "streamable_http", "enabled": "on",
         "headers": "{}", "allowed_tools": "[]", "timeout_s": "30", "max_attempts": "1",
-        "backoff_initial_s": "0.5", "backoff_max_s": "8", "side_effects": "not_idempotent",
+        "backoff_initial_s": "0.5", "backoff_max_s": "8", "side_effects": "not_idempotent", "pool": "process",
         "tool_overrides": "{}",
     }
     data.update(overrides)

@@ -16,16 +16,16 @@ pytestmark = pytest.mark.django_db
 
 def test_every_tool_gets_the_servers_policy_unless_overridden(make_server):
     make_server(
-        "docs", tools=["search", "delete"], timeout_s=12, max_attempts=3, side_effects="read_only",
+        "docs", tools=["search", "delete"], timeout_s=12, max_attempts=3, side_effects="read_only", pool="io",
         tool_overrides={"delete": {"side_effects": "not_idempotent", "requires_approval": True,
-                                   "max_attempts": 1, "timeout_s": 60}},
+                                   "max_attempts": 1, "timeout_s": 60, "pool": "process"}},
     )
     catalog = get_catalog(fresh=True)
     assert catalog.get("docs__search").policy == ToolPolicy(
-        timeout_s=12, max_attempts=3, side_effects="read_only", requires_approval=False
+        timeout_s=12, max_attempts=3, side_effects="read_only", requires_approval=False, pool="io"
     )
     assert catalog.get("docs__delete").policy == ToolPolicy(
-        timeout_s=60, max_attempts=1, side_effects="not_idempotent", requires_approval=True
+        timeout_s=60, max_attempts=1, side_effects="not_idempotent", requires_approval=True, pool="process"
     )
 
 
@@ -52,6 +52,7 @@ def test_by_default_mcp_tools_are_never_retried():
         ({"search": {"max_attempts": True}}, "search: 'max_attempts' has the wrong type (bool)"),
         ({"search": {"timeout_s": 0}}, "search: timeout_s must be positive"),
         ({"search": {"side_effects": "sometimes"}}, "search: side_effects must be one of"),
+        ({"search": {"pool": "gevent"}}, "search: pool must be one of ['io', 'process']"),
     ],
 )
 def test_bad_overrides_are_refused_with_a_reason(overrides, message):

@@ -22,6 +22,10 @@ def test_the_settings_are_a_plain_mapping_of_every_celery_setting():
     assert set(source) == {name for name in dir(settings) if name.startswith("CELERY_")}
 
 
+def test_every_routed_queue_is_listed_for_the_embedded_worker_and_the_metrics():
+    assert settings.CHATFORGE_QUEUES == ["default", "llm", "tools", "tools_io"]
+
+
 def test_conf_can_still_be_changed_directly():
     old = app.conf.task_default_queue
     try:

@@ -1,6 +1,6 @@
 """Real ChatForge processes for integration tests and benchmarks: Celery
-workers (an LLM worker on gevent, a tools worker on prefork, as in
-production) and a uvicorn ASGI server, each a subprocess with its own
+workers (an LLM worker on gevent, a tools worker on prefork and an I/O tools
+worker on threads, as in production) and a uvicorn ASGI server, each a subprocess with its own
 environment, started and stopped cleanly. A ``prefix`` runs a process on
 another host (``ip netns exec <namespace>``, tests/support/netns.py)."""
 
@@ -81,15 +81,27 @@ def wait_for(predicate, *, timeout: float, what: str, process: Process | None = 
 def start_worker(name: str, *, queues: str, pool: str, concurrency: int, env: dict[str, str], log_dir: Path,
                  node: str | None = None, prefix: Sequence[str] = ()) -> Process:
     """``node``: the Celery node name (``-n``), ``{name}@%h`` by default."""
+    proc = launch_worker(name, queues=queues, pool=pool, concurrency=concurrency, env=env, log_dir=log_dir,
+                         node=node, prefix=prefix)
+    wait_for_worker(proc)
+    return proc
+
+
+def launch_worker(name: str, *, queues: str, pool: str, concurrency: int, env: dict[str, str], log_dir: Path,
+                  node: str | None = None, prefix: Sequence[str] = ()) -> Process:
+    """A worker started but not yet waited for (``wait_for_worker``): a
+    stack's workers start side by side."""
     args = [
         sys.executable, "-m", "celery", "-A", "chatforge", "worker",
         "-Q", queues, "-P", pool, "-c", str(concurrency), "-n", node or f"{name}@%h",
         # -E as deployed (Procfile, compose, Kubernetes): task events for Flower.
         "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", "-E",
     ]
-    proc = start_process(name, args, env, log_dir, prefix)
-    wait_for(lambda: " ready." in proc.log(), timeout=60, what=f"worker {name}", process=proc)
-    return proc
+    return start_process(name, args, env, log_dir, prefix)
+
+
+def wait_for_worker(proc: Process) -> None:
+    wait_for(lambda: " ready." in proc.log(), timeout=60, what=f"worker {proc.name}", process=proc)
 
 
 def start_beat(*, env: dict[str, str], log_dir: Path, prefix: Sequence[str] = ()) -> Process:
@@ -139,13 +151,18 @@ class DistributedStack:
         return "\n".join(f"===== {p.name}\n{p.log()[-3000:]}" for p in self.processes)
 
 
+# The I/O tools worker's threads (deploy/Procfile runs 16).
+IO_TOOL_THREADS = 8
+
+
 @contextmanager
 def distributed_stack(
     *, database_url: str, redis_url: str, extra_env: dict[str, str] | None = None,
     llm_concurrency: int = 50, tool_concurrency: int = 4, with_beat: bool = False, llm_pool: str = "gevent",
 ) -> Iterator[DistributedStack]:
-    """An LLM worker (gevent, as in production), a tools worker (prefork), one
-    web process and, if asked, celery beat (which runs the stalled-run sweeper)."""
+    """An LLM worker (gevent, as in production), a tools worker (prefork), an
+    I/O tools worker (threads), one web process and, if asked, celery beat
+    (which runs the stalled-run sweeper)."""
     log_dir = Path(tempfile.mkdtemp(prefix="chatforge-stack-"))
     env = base_env(
         **{
@@ -160,8 +177,15 @@ def distributed_stack(
     port = free_port()
     stack = DistributedStack(http_url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}", env=env, log_dir=log_dir)
     try:
-        stack.processes.append(start_worker("llm", queues="llm,default", pool=llm_pool, concurrency=llm_concurrency, env=env, log_dir=log_dir))
-        stack.processes.append(start_worker("tools", queues="tools", pool="prefork", concurrency=tool_concurrency, env=env, log_dir=log_dir))
+        workers = [
+            launch_worker("llm", queues="llm,default", pool=llm_pool, concurrency=llm_concurrency, env=env, log_dir=log_dir),
+            launch_worker("tools", queues="tools", pool="prefork", concurrency=tool_concurrency, env=env, log_dir=log_dir),
+            launch_worker("tools-io", queues="tools_io", pool="threads", concurrency=IO_TOOL_THREADS, env=env,
+                          log_dir=log_dir),
+        ]
+        stack.processes.extend(workers)
+        for worker in workers:
+            wait_for_worker(worker)
         stack.processes.append(start_server(port=port, env=env, log_dir=log_dir))
         if with_beat:
             stack.processes.append(start_beat(env=env, log_dir=log_dir))

@@ -51,6 +51,15 @@ def _flaky_once(args: dict, ctx: ToolContext) -> str:
 
 
 _NO_ARGS = {"type": "object", "properties": {}, "additionalProperties": False}
+_MS = {
+    "type": "object",
+    "properties": {"ms": {"type": "integer", "minimum": 0, "maximum": 60_000}},
+    "required": ["ms"],
+    "additionalProperties": False,
+}
+# The I/O pool's (decision 0025): a call that waits, and handlers that hang.
+_IO = ToolPolicy(timeout_s=90, pool="io")
+_IO_HANGS = ToolPolicy(timeout_s=1, pool="io")
 
 TOOLS = [
     Tool(
@@ -65,6 +74,12 @@ TOOLS = [
         handler=_slow_sleep,
         policy=ToolPolicy(timeout_s=90),
     ),
+    Tool(name="wait_io", description="Waits ms milliseconds on the I/O pool (stands for a network call).",
+         parameters=_MS, handler=_slow_sleep, policy=_IO),
+    Tool(name="hang_sync_io", description="Never returns (sync, I/O pool).", parameters=_NO_ARGS,
+         handler=_hang_sync, policy=_IO_HANGS),
+    Tool(name="hang_async_io", description="Never returns (async, I/O pool).", parameters=_NO_ARGS,
+         handler=_hang_async, policy=_IO_HANGS),
     Tool(name="hang_sync", description="Never returns (sync).", parameters=_NO_ARGS, handler=_hang_sync,
          policy=ToolPolicy(timeout_s=1)),
     Tool(name="hang_async", description="Never returns (async).", parameters=_NO_ARGS, handler=_hang_async,

@@ -82,6 +82,7 @@ def test_tools_are_hashable() -> None:
         {"backoff_initial_s": -0.1},
         {"backoff_max_s": -1},
         {"side_effects": "sometimes"},
+        {"pool": "gevent"},
     ],
 )
 def test_policy_refuses_nonsense(kwargs: dict) -> None:
@@ -91,11 +92,12 @@ def test_policy_refuses_nonsense(kwargs: dict) -> None:
 
 def test_policy_defaults() -> None:
     policy = ToolPolicy()
-    assert (policy.timeout_s, policy.max_attempts, policy.side_effects, policy.requires_approval) == (
+    assert (policy.timeout_s, policy.max_attempts, policy.side_effects, policy.requires_approval, policy.pool) == (
         10.0,
         1,
         "read_only",
         False,
+        "process",  # the prefork pool, under its hard time limit, unless a tool asks for "io"
     )
 
 

@@ -125,7 +125,7 @@ def test_unsupported_annotations_refused_at_decoration(annotation: Any, message:
 
 
 def test_full_tool_from_signature_and_docstring() -> None:
-    @tool(timeout_s=3, max_attempts=2, side_effects="idempotent", requires_approval=True)
+    @tool(timeout_s=3, max_attempts=2, side_effects="idempotent", requires_approval=True, pool="io")
     def city_population(
         city: Annotated[str, "The city's English name."],
         context: ToolContext,
@@ -151,6 +151,7 @@ def test_full_tool_from_signature_and_docstring() -> None:
     assert city_population.policy.max_attempts == 2
     assert city_population.policy.side_effects == "idempotent"
     assert city_population.policy.requires_approval is True
+    assert city_population.policy.pool == "io"
     assert city_population.parameters == {
         "type": "object",
         "properties": {

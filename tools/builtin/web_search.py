@@ -201,5 +201,6 @@ WEB_SEARCH = Tool(
         "additionalProperties": False,
     },
     handler=web_search,
-    policy=ToolPolicy(timeout_s=20.0, max_attempts=2, side_effects="read_only"),
+    # Waits on the network and stops at its own request timeout: the I/O pool.
+    policy=ToolPolicy(timeout_s=20.0, max_attempts=2, side_effects="read_only", pool="io"),
 )
