@@ -2,11 +2,12 @@
 
 Code tools (built-ins, CHATFORGE_TOOL_MODULES, internal tools) are fixed for
 the life of a process. Data tools come from the database and may change at
-any time. The combined catalog is cached and rebuilt when a step's claim
-has read another catalog version than the one it was built at (every change
-to its rows bumps it: versioning.py, decision 0024), or at the latest every
-CHATFORGE_TOOL_CATALOG_TTL_S seconds; so an admin's edit holds for every
-step claimed after it commits, without a query of its own on any step.
+any time. The combined catalog is cached and rebuilt when a step's claim or
+a POST has read another catalog version than the one it was built at (every
+change to its rows bumps it: versioning.py, decision 0024), or at the latest
+every CHATFORGE_TOOL_CATALOG_TTL_S seconds; so an admin's edit holds for
+every run posted and every step claimed after it commits, without a query
+of its own on any step or POST.
 """
 
 from __future__ import annotations

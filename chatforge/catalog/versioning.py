@@ -1,10 +1,12 @@
 """The tool catalog's version: bumped with every change to its rows, read
-by every step's claim, so that no worker uses a catalog older than the
-last change committed before the step was claimed (decision 0024).
+by every step's claim and every POST that starts a run, so that no worker
+or web process uses a catalog older than the last change committed before
+the step was claimed or the run's transaction began (decision 0024).
 
-A worker caches the catalog it built (``catalog.get_catalog``) and learns
-the current version from its claims (``note_seen``) for free: the claim
-statement reads it beside what it already returns. A process that changes
+A process caches the catalog it built (``catalog.get_catalog``) and learns
+the current version (``note_seen``) for free: the claim statement, and the
+statement that locks a POST's conversation, read it beside what they
+already return. A process that changes
 the catalog itself (the admin, the loader, MCP discovery) drops its own
 copy at once (``bump``). ``CHATFORGE_TOOL_CATALOG_TTL_S`` stays as the
 bound for what bypasses both (rows changed by hand in SQL).

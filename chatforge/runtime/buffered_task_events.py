@@ -1,4 +1,4 @@
-"""Task events sent after the task starts, in batches, in the gevent and prefork workers.
+"""Task events sent after the task starts, in batches, in the gevent, prefork and threads workers.
 
 With ``-E`` every task makes the worker send ``task-received`` and
 ``task-started`` (then ``task-succeeded``) to the broker for Flower. The
@@ -23,13 +23,19 @@ loop's next turn, so each event still went in a message of its own (2.5
 messages per tool call, each a round trip from the loop that hands tasks
 to the pool): it gets the same delay on its loop's timer.
 
-Registered in ``chatforge/celery.py``; a no-op in the threads and solo
-pools and when events are off.
+The threads pool (the tools_io worker, decision 0025) has neither: Celery
+publishes each event at once, from the consumer's thread (received) and
+the task's (started, succeeded), a round trip to the broker in the path of
+every tool call. It gets the same delay on a timer thread; the
+dispatcher's own lock already serialises sends and flushes across threads.
+
+Registered in ``chatforge/celery.py``; without effect when events are off.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +58,8 @@ class _Flusher:
         self.later = later
         self.scheduled = False
 
+    # In the threads pool two threads may both see ``scheduled`` false and
+    # schedule a flush each: the second finds little or nothing to send.
     def schedule(self) -> None:
         if self.scheduled:
             return
@@ -66,6 +74,12 @@ class _Flusher:
             logger.warning("task events not sent (%s: %s)", type(exc).__name__, exc)
 
 
+def _timer_later(delay: float, fn: Callable[[], None]) -> None:
+    timer = threading.Timer(delay, fn)
+    timer.daemon = True  # never holds up the worker's exit; shutdown flushes what is left
+    timer.start()
+
+
 def _greenlet_later(delay: float, fn: Callable[[], None]) -> None:
     import gevent  # only in the gevent worker, where it is loaded already
 
@@ -75,7 +89,8 @@ def _greenlet_later(delay: float, fn: Callable[[], None]) -> None:
 class BufferTaskEvents(bootsteps.StartStopStep):
     """After Celery's ``Events`` step (again after each reconnect, when it
     makes a new dispatcher): buffer the ``task`` group for ``FLUSH_DELAY_S``,
-    in a green pool or on the prefork worker's event loop."""
+    in a green pool, on the prefork worker's event loop, or on a timer
+    thread."""
 
     requires = ("celery.worker.consumer.events:Events",)
 
@@ -88,7 +103,7 @@ class BufferTaskEvents(bootsteps.StartStopStep):
         elif getattr(c.pool, "is_green", False):
             later = _greenlet_later
         else:
-            return  # the threads and solo pools: Celery's own sending
+            later = _timer_later  # the threads and solo pools
         flusher = _Flusher(dispatcher, later)
         dispatcher.buffer_group = frozenset({"task"})
         dispatcher.on_send_buffered = flusher.schedule

@@ -9,10 +9,10 @@ CHATFORGE_TOOLS_ENABLED: bool = env.bool("CHATFORGE_TOOLS_ENABLED", default=True
 # Code tools to leave out by name (data tools have their own enabled flag).
 CHATFORGE_DISABLED_TOOLS: list[str] = env.list("CHATFORGE_DISABLED_TOOLS", default=[])
 # The longest a process keeps its tool catalog when nothing told it of a
-# change. Workers learn of every change made through Django from their
-# claims (the catalog's version, decision 0024); the web process, which
-# checks a new run's tool names against its catalog, only from this.
-CHATFORGE_TOOL_CATALOG_TTL_S: float = env.float("CHATFORGE_TOOL_CATALOG_TTL_S", default=5.0)
+# change (rows edited by hand in SQL). Every change made through Django
+# bumps the catalog's version, which workers read with each step's claim and
+# a web process with each POST's first statement (decision 0024).
+CHATFORGE_TOOL_CATALOG_TTL_S: float = env.float("CHATFORGE_TOOL_CATALOG_TTL_S", default=60.0)
 # Tool outputs longer than this are cut, with a marker saying so.
 CHATFORGE_TOOL_OUTPUT_MAX_CHARS: int = env.int("CHATFORGE_TOOL_OUTPUT_MAX_CHARS", default=20_000)
 # host:port pairs tools may reach although they are not public (tests only).

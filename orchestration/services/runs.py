@@ -14,6 +14,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from chatforge.catalog import versioning as catalog_versioning
 from chatforge.catalog.models import Assistant
 from chatforge.llm.routing import missing_key_message
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
@@ -161,26 +162,31 @@ def _client_tools(specs: list[dict], *, server_tools: list[str]) -> list[dict]:
     return list({name: spec for name, spec in zip(names, specs, strict=True)}.values())
 
 
-def _lock_conversation_listing_active_runs(conversation: Conversation, user: AbstractBaseUser, *, now,
-                                           title: str) -> list[tuple[UUID | None, UUID | None]]:
+def _lock_conversation_listing_active_runs(
+    conversation: Conversation, user: AbstractBaseUser, *, now, title: str
+) -> tuple[list[tuple[UUID | None, UUID | None]], int]:
     """Lock the conversation and list the user's active runs, newest
     first, as ``(run id, conversation id)``, in one round trip with the
-    transaction's ``BEGIN`` (``fetch_together``).
+    transaction's ``BEGIN`` (``fetch_together``); also the tool catalog's
+    version (decision 0024).
 
     The ``UPDATE`` sets the conversation's activity time and its title from
     the first message, and locks its row until the transaction ends, so
     posts to one conversation are decided one at a time; the list is read
     after it, by a statement of its own, and so sees the runs of a post that
-    held the lock before. Fixed SQL: every POST makes these
-    (``chatforge.sql_rows``)."""
+    held the lock before. The ``UPDATE`` returns the catalog's version
+    (a sub-select, no statement of its own). Fixed SQL: every POST makes
+    these (``chatforge.sql_rows``)."""
     touch = Read(None, f'UPDATE {Conversation._meta.db_table} SET "updated_at" = %s, '
-                       '"title" = CASE WHEN "title" = \'\' THEN %s ELSE "title" END WHERE "id" = %s RETURNING 1',
+                       '"title" = CASE WHEN "title" = \'\' THEN %s ELSE "title" END WHERE "id" = %s '
+                       f'RETURNING COALESCE((SELECT "value" FROM {catalog_versioning.table()} WHERE "id" = 1), 0)',
                  [db_param(Conversation, "updated_at", now), title, db_param(Conversation, "id", conversation.pk)])
     runs = Read(None, f'SELECT "id", "conversation_id" FROM {Run._meta.db_table} '
                       'WHERE "user_id" = %s AND "status" IN (%s, %s) ORDER BY "created_at" DESC',
                 [user.pk, *(status.value for status in ACTIVE)])
-    _, active = fetch_together(touch, runs)
-    return [(as_uuid(run_id), as_uuid(conversation_id)) for _, (run_id, conversation_id) in active]
+    touched, active = fetch_together(touch, runs)
+    version = touched[0][1][0] if touched else catalog_versioning.seen()
+    return [(as_uuid(run_id), as_uuid(conversation_id)) for _, (run_id, conversation_id) in active], version
 
 
 def _active_run_in(conversation: Conversation, active: list[tuple[UUID | None, UUID | None]]) -> Run | None:
@@ -308,20 +314,25 @@ def _run_create(
             f"{settings.CHATFORGE_MAX_MESSAGE_CHARS}.",
             details={"field": "content"},
         )
-    stored_options = check_run_options(options)
-    model = options.model or stored_options.pop("assistant_model", "") or settings.CHATFORGE_DEFAULT_MODEL
-    missing_key = missing_key_message(model, user_id=user.pk) if model != DEMO_MODEL else None
-    if missing_key:
-        raise InvalidRequest(missing_key, details={"field": "model"})
-    _check_token_budget(user)
     now = timezone.now()
     title = "" if conversation.title else (content.strip().splitlines() or ["(image)"])[0][:80]
     with transaction.atomic():
-        active_runs = _lock_conversation_listing_active_runs(conversation, user, now=now, title=title)
+        active_runs, catalog_version = _lock_conversation_listing_active_runs(conversation, user, now=now,
+                                                                              title=title)
         # A repeat that waited for the lock behind its first request sees its run now.
         replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
         if replay is not None:
             return replay
+        # Checked with the catalog as of this transaction: a catalog built at
+        # another version is rebuilt first, so the run gets the tools of every
+        # change committed before it (decision 0024). A refusal rolls back.
+        catalog_versioning.note_seen(catalog_version)
+        stored_options = check_run_options(options)
+        model = options.model or stored_options.pop("assistant_model", "") or settings.CHATFORGE_DEFAULT_MODEL
+        missing_key = missing_key_message(model, user_id=user.pk) if model != DEMO_MODEL else None
+        if missing_key:
+            raise InvalidRequest(missing_key, details={"field": "model"})
+        _check_token_budget(user)
         active = _active_run_in(conversation, active_runs)
         if replace_from is not None:
             if active is not None:

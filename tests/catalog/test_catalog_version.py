@@ -103,6 +103,42 @@ def test_another_process_edit_is_used_from_the_next_claimed_tool_call(make_user,
     assert "other_weather" in get_catalog().names()
 
 
+def test_a_run_posted_after_another_process_edit_gets_the_tools_as_edited(make_user, idle_broker):
+    """The web process checks and stores a new run's tool names: its
+    transaction's first statement reads the version, so a POST whose
+    transaction starts after the edit committed sees it (the names the
+    request gives, and the default of every enabled tool)."""
+    user, _ = make_user()
+    start(user)  # this process has a catalog, at the current version
+    edit_elsewhere(mock_tool(name="posted_weather"))
+    assert "posted_weather" not in get_catalog().names()  # cached, and nothing has said otherwise yet
+
+    named = run_start(user=user, conversation=Conversation.objects.create(user=user), content="go",
+                      options=RunOptions(model="plain", tools=["posted_weather"]))
+    defaulted = start(user)
+
+    assert named.options["tools"] == ["posted_weather"]
+    assert "posted_weather" in defaulted.options["tools"]
+
+
+def test_a_tool_removed_elsewhere_is_refused_to_the_next_post(make_user, idle_broker):
+    from chatforge.errors import UnknownTool
+
+    user, _ = make_user()
+    tool = mock_tool(name="gone_weather")
+    tool.save()
+    assert "gone_weather" in start(user).options["tools"]
+    with transaction.atomic(), connection.cursor() as cursor:  # another process: no signal here
+        cursor.execute(f'DELETE FROM {ToolDefinition._meta.db_table} WHERE "name" = %s', ["gone_weather"])
+        cursor.execute(f'UPDATE {versioning.table()} SET "value" = "value" + 1 WHERE "id" = 1')
+
+    with pytest.raises(UnknownTool, match="Unknown tool"):
+        run_start(user=user, conversation=Conversation.objects.create(user=user), content="go",
+                  options=RunOptions(model="plain", tools=["gone_weather"]))
+    assert "gone_weather" not in start(user).options["tools"]
+    assert not Run.objects.filter(options__tools=["gone_weather"]).exists()  # the refused POST wrote nothing
+
+
 def test_the_admins_enable_and_disable_actions_count(admin_client):
     for name in ("tool_a", "tool_b"):
         mock_tool(name=name).save()

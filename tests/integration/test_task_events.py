@@ -1,7 +1,7 @@
 """Task events (``-E``) as Flower and ``celery events`` receive them: every
-step's task is received, started and succeeded, and both the gevent LLM
-worker and the prefork tools worker send them in batches after the task
-starts (chatforge/runtime/buffered_task_events.py), not one message each in
+step's task is received, started and succeeded, and the gevent LLM
+worker, the prefork tools worker and the threads tools_io worker send them
+in batches after the task starts (chatforge/runtime/buffered_task_events.py), not one message each in
 the task's path."""
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def test_each_step_task_is_received_started_and_succeeded_in_batches(stack, fake
         receiver = RecordingReceiver(connection, app=app)
         listening = threading.Thread(target=receiver.capture, kwargs={"wakeup": False}, daemon=True)
         listening.start()
-        fake_llm.add_script("events-run", [Reply(text="", tool_calls=[("echo", {"text": "a"})]), Reply(text="ok")])
+        fake_llm.add_script("events-run", [Reply(text="", tool_calls=[("echo", {"text": "a"}), ("wait_io", {"ms": 0})]),
+                                           Reply(text="ok")])
         _, token = make_user()
         api = ApiClient(stack.http_url, token)
 
@@ -63,7 +64,7 @@ def test_each_step_task_is_received_started_and_succeeded_in_batches(stack, fake
             run_id = api.post_message(api.new_conversation(), "go", model="events-run")["run_id"]
             assert follow_run(stack.ws_url, run_id, token)[-1]["type"] == "run.completed"
             try:
-                wait_for(lambda: len(steps_seen(run_id)) == 3
+                wait_for(lambda: len(steps_seen(run_id)) == 4
                          and all(kinds == set(TASK_EVENTS) for kinds in steps_seen(run_id).values()),
                          timeout=5, what="the run's task events")
             except TimeoutError:
@@ -78,3 +79,4 @@ def test_each_step_task_is_received_started_and_succeeded_in_batches(stack, fake
     hosts = {host.split("@")[0]: kinds for host, kinds in receiver.carried_by.items()}
     assert hosts["llm"] == {"batch"}  # the gevent worker: never one message per event
     assert hosts["tools"] == {"batch"}  # the prefork worker: on its event loop's timer
+    assert hosts["tools-io"] == {"batch"}  # the threads worker: on a timer thread
