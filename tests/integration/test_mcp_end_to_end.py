@@ -51,8 +51,10 @@ def register_in_admin(admin_client, server: RunningMcpServer) -> McpServer:
         "name": "testmcp", "url": server.url, "transport": "streamable_http", "enabled": "on",
         "headers": json.dumps({"Authorization": "Bearer ${MCP_TEST_TOKEN}"}),
         "allowed_tools": "[]", "timeout_s": "10", "max_attempts": "1", "backoff_initial_s": "0.5",
-        "backoff_max_s": "8", "side_effects": "read_only",
-        "tool_overrides": json.dumps({"hang": {"timeout_s": 1}}),
+        "backoff_max_s": "8", "side_effects": "read_only", "pool": "process",
+        # Two of its tools on the I/O pool (decision 0025): MCP calls there too,
+        # and the hung one cancelled at its timeout on a thread.
+        "tool_overrides": json.dumps({"hang": {"timeout_s": 1, "pool": "io"}, "add": {"pool": "io"}}),
     })
     assert created.status_code == 302, created.context["adminform"].form.errors
     registered = McpServer.objects.get(name="testmcp")
@@ -102,6 +104,10 @@ def test_a_run_calls_each_kind_of_mcp_tool_through_the_workers(
     statuses = dict(ToolInvocation.objects.filter(run_id=accepted["run_id"]).values_list("name", "status"))
     assert statuses == {"testmcp__add": "success", "testmcp__fail": "error", "testmcp__hang": "timeout",
                         "testmcp__whoami": "success"}
+    workers = {name: worker.partition("@")[0] for name, worker in
+               ToolInvocation.objects.filter(run_id=accepted["run_id"]).values_list("name", "worker")}
+    assert workers == {"testmcp__add": "tools-io", "testmcp__fail": "tools", "testmcp__hang": "tools-io",
+                       "testmcp__whoami": "tools"}
     # The model read every result on its next turn, and the message keeps them, token-free.
     second_turn = fake_llm.requests_for("e2e-mcp")[-1]["messages"]
     tool_messages = [m["content"] for m in second_turn if m["role"] == "tool"]

@@ -35,7 +35,8 @@ def test_the_tools_api_lists_mcp_tools_with_their_kind_and_policy(make_server, m
     assert listed["docs__search"]["description"] == "The search tool."
     assert listed["docs__search"]["parameters"]["required"] == ["q"]
     assert listed["docs__search"]["policy"] == {
-        "timeout_s": 20.0, "max_attempts": 1, "side_effects": "not_idempotent", "requires_approval": True
+        "timeout_s": 20.0, "max_attempts": 1, "side_effects": "not_idempotent", "requires_approval": True,
+        "pool": "process",
     }
     assert listed["calculator"]["kind"] == "code"
 
