@@ -11,7 +11,7 @@ CHATFORGE_DISABLED_TOOLS: list[str] = env.list("CHATFORGE_DISABLED_TOOLS", defau
 # The longest a process keeps its tool catalog when nothing told it of a
 # change (rows edited by hand in SQL). Every change made through Django
 # bumps the catalog's version, which workers read with each step's claim and
-# a web process with each POST's first statement (decision 0024).
+# a web process with the statement that locks a POST's conversation (0024).
 CHATFORGE_TOOL_CATALOG_TTL_S: float = env.float("CHATFORGE_TOOL_CATALOG_TTL_S", default=60.0)
 # Tool outputs longer than this are cut, with a marker saying so.
 CHATFORGE_TOOL_OUTPUT_MAX_CHARS: int = env.int("CHATFORGE_TOOL_OUTPUT_MAX_CHARS", default=20_000)
