@@ -13,6 +13,17 @@ connection: ``_disconnect_pools``) the next send builds a client on the new
 pool, exactly as before. A client over a pool is safe to share between
 threads and greenlets: each command borrows a connection from the pool.
 
+A channel whose transport kombu has detached (``Connection.collect()`` and
+``ensure`` set ``transport.client = None`` on a broker error) fails to build
+a pool with a connection error rather than kombu's ``AttributeError:
+'NoneType' object has no attribute 'hostname'``. Closing such a channel
+drops its pool and builds another to give its unacknowledged messages back;
+the ``AttributeError`` escaped Celery's consumer, which forgives only
+connection errors, and a threads-pool worker (the tools_io worker) died of
+it when Redis went away with calls in flight (decision 0011). A connection
+error is what it is: the broker is gone; the close goes on without the
+restore, as it does when Redis refuses it, and the worker reconnects.
+
 Selected by ``CELERY_BROKER_TRANSPORT`` (settings/queues.py) in distributed
 mode; the URL stays ``redis://`` and every transport option still applies.
 """
@@ -39,6 +50,13 @@ class Channel(kombu_redis.Channel):
         if cached is None or cached.connection_pool is not pool:
             cached = self._sending_client = self._create_client()
         yield cached
+
+    def _connparams(self, asynchronous: bool = False) -> dict:
+        transport = self.connection
+        if transport is not None and transport.client is None:
+            raise redis.exceptions.ConnectionError(
+                "the broker connection of this channel was closed (kombu detached its transport)")
+        return super()._connparams(asynchronous=asynchronous)
 
 
 class Transport(kombu_redis.Transport):

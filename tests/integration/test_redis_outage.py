@@ -149,7 +149,8 @@ def _scripts(fake_llm, prefix: str) -> tuple[str, str]:
     fake_llm.add_script(plain, [Reply(text=LONG_ANSWER, chunk_delay_s=0.05)])
     fake_llm.add_script(tools, [
         Reply(text="Working on it.",
-              tool_calls=[("slow_effect", {"ms": 3000}), ("slow_sleep", {"ms": 2500}), ("count_effect", {})]),
+              tool_calls=[("slow_effect", {"ms": 3000}), ("slow_sleep", {"ms": 2500}), ("count_effect", {}),
+                          ("wait_io", {"ms": 2500})]),  # the I/O pool's threads worker, in flight too
         Reply(text=LONG_ANSWER, chunk_delay_s=0.02),
     ])
     return plain, tools
@@ -212,14 +213,14 @@ def _assert_nothing_restarted(stack: DistributedStack, pids: dict[str, int], api
                               tools_model: str) -> None:
     assert {proc.name: proc.popen.pid for proc in stack.processes} == pids
     assert all(proc.popen.poll() is None for proc in stack.processes), stack.logs()
-    for name in ("llm", "tools"):
+    for name in ("llm", "tools", "tools-io"):
         log = stack.process(name).log()
         assert "AttributeError" not in log and "Unrecoverable error" not in log, log[-6000:]
-    # A new run goes through both workers (a turn, three tool calls, a turn).
+    # A new run goes through every worker (a turn, four tool calls, a turn).
     fresh = api.post_message(api.new_conversation(), "again", model=tools_model)["run_id"]
     events = follow_run(stack.ws_url, fresh, token, timeout=60)
     assert events[-1]["type"] == "run.completed", stack.logs()
-    assert [e["type"] for e in events].count("tool_output") == 3
+    assert [e["type"] for e in events].count("tool_output") == 4
 
 
 def test_redis_killed_and_started_empty_mid_run(fake_llm, make_user, django_db_blocker):

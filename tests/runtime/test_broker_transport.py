@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+import redis
 from django.conf import settings
 from kombu import Connection
 
@@ -66,3 +67,30 @@ def test_a_client_passed_in_is_used_as_it_is(connection):
     own = channel._create_client()
     with channel.conn_or_acquire(own) as used:
         assert used is own
+
+
+def test_a_channel_closed_after_its_transport_was_detached_fails_as_a_connection_error():
+    """A channel with unacknowledged messages, closed after kombu detached
+    its connection's transport (``collect()`` and ``ensure`` do, on a
+    broker error) while Redis is down: the close drops the channel's pool,
+    then rebuilds one to give the messages back, from the detached
+    transport. That raised ``AttributeError: 'NoneType' object has no
+    attribute 'hostname'``, not a connection error, and a threads-pool
+    worker whose consumer hit it died ("Unrecoverable error", decision
+    0011). Now it is a connection error, which closing ignores."""
+    from tests.support.private_services import private_redis
+
+    with private_redis() as server:
+        conn = Connection(server.url(0), transport=TRANSPORT)
+        queue = conn.SimpleQueue(f"unacked-{uuid.uuid4().hex}")
+        queue.put("a step")
+        assert queue.get(timeout=5).payload == "a step"  # delivered, never acknowledged
+        channel = conn.default_channel
+        assert channel.qos._delivered
+
+        server.kill()
+        conn._do_close_transport()  # what kombu's collect() and ensure() do on a broker error
+        with pytest.raises(redis.exceptions.ConnectionError, match="detached"):
+            channel._connparams()
+        conn.close()  # closes the channel: raised AttributeError before
+        assert channel.closed
