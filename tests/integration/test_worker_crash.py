@@ -1,5 +1,5 @@
-"""A tools worker killed with SIGKILL in the middle of a tool call loses
-nothing: its step's lease expires, the sweeper (celery beat) re-enqueues the
+"""A tools worker (prefork, or the I/O pool's threads) killed with SIGKILL
+in the middle of a tool call loses nothing: its step's lease expires, the sweeper (celery beat) re-enqueues the
 step, a new worker takes it over, and the run completes once."""
 
 from __future__ import annotations
@@ -27,20 +27,23 @@ def crash_stack(django_db_blocker, fake_llm):
         yield stack
 
 
-def test_sigkill_mid_tool_call_is_recovered(crash_stack, fake_llm, make_user):
-    fake_llm.add_script(
-        "crash-slow-tool",
-        [Reply(text="Sleeping.", tool_calls=[("slow_sleep", {"ms": 3000})]), Reply(text="Woke up.")],
-    )
+@pytest.mark.parametrize(("tool", "worker", "queue", "pool"), [
+    ("slow_sleep", "tools", "tools", "prefork"),
+    ("wait_io", "tools-io", "tools_io", "threads"),  # the I/O pool's worker (decision 0025)
+])
+def test_sigkill_mid_tool_call_is_recovered(crash_stack, fake_llm, make_user, tool, worker, queue, pool):
+    model = f"crash-slow-{tool}"
+    fake_llm.add_script(model, [Reply(text="Sleeping.", tool_calls=[(tool, {"ms": 3000})]), Reply(text="Woke up.")])
     _, token = make_user()
     api = ApiClient(crash_stack.http_url, token)
-    accepted = api.post_message(api.new_conversation(), "nap", model="crash-slow-tool")
+    accepted = api.post_message(api.new_conversation(), "nap", model=model)
     run_id = accepted["run_id"]
     wait_for(lambda: ToolInvocation.objects.filter(run_id=run_id, status="running").exists(),
              timeout=30, what="the tool call to start")
+    assert ToolInvocation.objects.get(run_id=run_id).worker.startswith(f"{worker}@")
 
-    crash_stack.process("tools").kill()
-    replacement = start_worker("tools2", queues="tools", pool="prefork", concurrency=2,
+    crash_stack.process(worker).kill()
+    replacement = start_worker(f"{worker}-2", queues=queue, pool=pool, concurrency=2,
                                env=crash_stack.env, log_dir=crash_stack.log_dir)
     crash_stack.processes.append(replacement)
     events = follow_run(crash_stack.ws_url, run_id, token, timeout=60)
@@ -50,5 +53,6 @@ def test_sigkill_mid_tool_call_is_recovered(crash_stack, fake_llm, make_user):
     assert [e["type"] for e in events].count("tool_output") == 1
     invocation = ToolInvocation.objects.get(run_id=run_id)
     assert invocation.status == "success" and invocation.deliveries == 2
+    assert invocation.worker.startswith(f"{worker}-2@")
     assert Run.objects.get(pk=run_id).status == "completed"
     assert Message.objects.get(run_id=run_id, role="assistant").content == "Woke up."
