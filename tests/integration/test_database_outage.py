@@ -91,7 +91,8 @@ def _probe_every_path(base: str, ws_base: str, token: str, run_id: str, conversa
 def test_postgres_restarted_mid_run(fake_llm):
     fake_llm.add_script("outage-plain", [Reply(text=LONG_ANSWER, chunk_delay_s=0.05)])
     fake_llm.add_script("outage-tools", [
-        Reply(text="Working on it.", tool_calls=[("slow_sleep", {"ms": 2500}), ("count_effect", {})]),
+        Reply(text="Working on it.", tool_calls=[("slow_sleep", {"ms": 2500}), ("count_effect", {}),
+                                                  ("wait_io", {"ms": 2500})]),  # the I/O pool's worker too
         Reply(text=LONG_ANSWER, chunk_delay_s=0.05),
     ])
     with private_postgres() as pg, private_redis() as redis_server:
@@ -130,7 +131,7 @@ def test_postgres_restarted_mid_run(fake_llm):
             rows = _runs(pg, run_ids)
             assert {status for status, _, _ in rows.values()} == {"completed"}, (rows, stack.logs())
             assert all(answers == 1 for _, answers, _ in rows.values()), rows
-            assert [calls for _, _, calls in rows.values()].count(2) == 3, rows
+            assert [calls for _, _, calls in rows.values()].count(3) == 3, rows
 
             with ThreadPoolExecutor(max_workers=len(run_ids)) as pool:
                 streams = list(pool.map(lambda run_id: follow_run(stack.ws_url, run_id, token, timeout=30), run_ids))
