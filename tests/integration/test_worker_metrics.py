@@ -37,8 +37,9 @@ def metered_stack(django_db_blocker, fake_llm):
         database_url = _test_database_url()
     with private_stack(database_url=database_url, redis_url=METRICS_REDIS_URL, llm_base_url=fake_llm.base_url,
                        extra_env={"CHATFORGE_METRICS_TOKEN": TOKEN}) as stack:
-        ports = {"llm": free_port(), "tools": free_port()}
-        for name, queues, pool in (("llm", "llm,default", "gevent"), ("tools", "tools", "prefork")):
+        ports = {"llm": free_port(), "tools": free_port(), "tools-io": free_port()}
+        for name, queues, pool in (("llm", "llm,default", "gevent"), ("tools", "tools", "prefork"),
+                                   ("tools-io", "tools_io", "threads")):
             stack.process(name).stop()
             env = {**stack.env, "CHATFORGE_WORKER_METRICS_PORT": str(ports[name]),
                    "CHATFORGE_WORKER_METRICS_ADDR": "127.0.0.1"}
@@ -59,7 +60,8 @@ def _up(port: int) -> bool:
 def test_each_worker_and_the_web_process_serve_their_metrics(metered_stack, fake_llm, make_user):
     stack, ports = metered_stack
     fake_llm.add_script("metered-e2e", [Reply(text="Echo.", tool_calls=[("echo", {"text": "a"}),
-                                                                        ("echo", {"text": "b"})]),
+                                                                        ("echo", {"text": "b"}),
+                                                                        ("wait_io", {"ms": 0})]),
                                         Reply(text="Done.")])
     _, token = make_user()
     api = ApiClient(stack.http_url, token)
@@ -72,6 +74,13 @@ def test_each_worker_and_the_web_process_serve_their_metrics(metered_stack, fake
     assert sample(tools, "chatforge_tool_calls_total", tool="echo", status="success") == 2
     assert sample(tools, "chatforge_queue_wait_seconds_count", queue="tools") == 2
     assert sample(tools, "chatforge_step_overhead_seconds_count", step="tool_call") == 2
+
+    # The I/O pool's call, on the threads worker's own port (decision 0025).
+    tools_io = samples(f"http://127.0.0.1:{ports['tools-io']}/metrics")
+    assert sample(tools_io, "chatforge_tool_calls_total", tool="wait_io", status="success") == 1
+    assert sample(tools_io, "chatforge_queue_wait_seconds_count", queue="tools_io") == 1
+    assert sample(tools_io, "chatforge_step_overhead_seconds_count", step="tool_call") == 1
+    assert sample(tools_io, "chatforge_tool_calls_total", tool="echo", status="success") == 0
 
     llm = samples(f"http://127.0.0.1:{ports['llm']}/metrics")
     assert sample(llm, "chatforge_provider_requests_total", provider="openai", model="metered-e2e") == 2
