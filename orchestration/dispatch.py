@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 from kombu import Producer
@@ -145,6 +146,8 @@ def tool_call_task(tool_name: str) -> str:
     pool's when the tool's policy asks for it, else the prefork pool's.
     Both run the same step, so a call sent by a catalog a moment out of
     date still runs correctly, only on the other pool (decision 0025)."""
+    if not settings.CHATFORGE_TOOLS_IO_POOL:
+        return TOOL_CALL  # no tools_io worker in this deployment
     tool = get_registry().get(tool_name)
     return TOOL_CALL_IO if tool is not None and tool.policy.pool == "io" else TOOL_CALL
 

@@ -12,6 +12,10 @@ CHATFORGE_DISABLED_TOOLS: list[str] = env.list("CHATFORGE_DISABLED_TOOLS", defau
 # change (rows edited by hand in SQL). Every change made through Django
 # bumps the catalog's version, which workers read with each step's claim and
 # a web process with the statement that locks a POST's conversation (0024).
+# Calls of tools whose policy says pool="io" go to the tools_io queue (a
+# threads worker, decision 0025). False: every call goes to the prefork
+# tools worker, for a deployment that runs no tools_io worker.
+CHATFORGE_TOOLS_IO_POOL: bool = env.bool("CHATFORGE_TOOLS_IO_POOL", default=True)
 CHATFORGE_TOOL_CATALOG_TTL_S: float = env.float("CHATFORGE_TOOL_CATALOG_TTL_S", default=60.0)
 # Tool outputs longer than this are cut, with a marker saying so.
 CHATFORGE_TOOL_OUTPUT_MAX_CHARS: int = env.int("CHATFORGE_TOOL_OUTPUT_MAX_CHARS", default=20_000)

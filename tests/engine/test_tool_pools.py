@@ -23,6 +23,11 @@ def test_the_task_follows_the_tools_policy():
     assert tool_call_task("no_such_tool") == TOOL_CALL  # the executor answers "unknown tool" there
 
 
+def test_without_an_io_worker_every_call_goes_to_prefork(settings):
+    settings.CHATFORGE_TOOLS_IO_POOL = False
+    assert tool_call_task("wait_io") == TOOL_CALL
+
+
 def test_a_data_tools_row_names_its_pool_and_an_edit_moves_it():
     row = ToolDefinition.objects.create(name="pooled_mock", description="d", kind="mock",
                                         parameters={"type": "object"}, mock_response={"ok": True})
