@@ -134,7 +134,8 @@ def _tools_worker(pool: str, env: dict[str, str], log_dir: Path) -> Process:
     if pool == "io":
         return start_worker("tools", queues="tools_io", pool="threads", concurrency=IO_TOOL_THREADS, env=env,
                             log_dir=log_dir, node="tools-io@%h")
-    return start_worker("tools", queues="tools", pool="prefork", concurrency=PARALLEL_CALLS, env=env, log_dir=log_dir)
+    return start_worker("tools", queues="tools", pool="prefork", concurrency=PARALLEL_CALLS, env=env,
+                        log_dir=log_dir)
 
 
 @contextmanager

@@ -1,8 +1,9 @@
 """Real ChatForge processes for integration tests and benchmarks: Celery
 workers (an LLM worker on gevent, a tools worker on prefork and an I/O tools
-worker on threads, as in production) and a uvicorn ASGI server, each a subprocess with its own
-environment, started and stopped cleanly. A ``prefix`` runs a process on
-another host (``ip netns exec <namespace>``, tests/support/netns.py)."""
+worker on threads, as in production) and a uvicorn ASGI server, each a
+subprocess with its own environment, started and stopped cleanly. A
+``prefix`` runs a process on another host (``ip netns exec <namespace>``,
+tests/support/netns.py)."""
 
 from __future__ import annotations
 
@@ -178,8 +179,10 @@ def distributed_stack(
     stack = DistributedStack(http_url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}", env=env, log_dir=log_dir)
     try:
         workers = [
-            launch_worker("llm", queues="llm,default", pool=llm_pool, concurrency=llm_concurrency, env=env, log_dir=log_dir),
-            launch_worker("tools", queues="tools", pool="prefork", concurrency=tool_concurrency, env=env, log_dir=log_dir),
+            launch_worker("llm", queues="llm,default", pool=llm_pool, concurrency=llm_concurrency, env=env,
+                          log_dir=log_dir),
+            launch_worker("tools", queues="tools", pool="prefork", concurrency=tool_concurrency, env=env,
+                          log_dir=log_dir),
             launch_worker("tools-io", queues="tools_io", pool="threads", concurrency=IO_TOOL_THREADS, env=env,
                           log_dir=log_dir),
         ]
