@@ -5,9 +5,9 @@ Starts a private Postgres (``--pg-max-connections``) and a private Redis,
 the load provider (``bench/load_provider.py``: a fake OpenAI server that
 streams a ``--duration`` s answer in ``--chunks`` chunks, each stamped with
 its emit time), and then, for each ``--pool`` option in turn, a fresh
-database and the real stack: ``--web`` uvicorn web processes, the LLM worker
-with that pool (``threads:64``, ``threads:512``, ``gevent:1000`` …) and a
-prefork tools worker. Users (5 runs each, the default per-user cap) and one
+database and the real stack: ``--web`` uvicorn web processes, ``--llm`` LLM
+workers with that pool (``threads:64``, ``threads:512``, ``gevent:1000`` …)
+and a prefork tools worker. Users (5 runs each, the default per-user cap) and one
 conversation per run are made before the clock starts; a warm-up wave runs
 first. Then ``--runs`` runs are started at once (or spread over ``--ramp``
 seconds) through ``POST …/messages/`` from ``--client-procs`` client
@@ -16,8 +16,9 @@ processes, each run followed on its own websocket.
 Reported per option (JSON, and a Markdown table at the end): runs completed
 and failed, lost/repeated seqs and chunks per socket, close codes, time to
 first event (POST → first ``content.delta``) and its two parts, relay
-latency (provider emit → websocket receipt) and the provider → worker
-publish part of it, the peak number of runs streaming at once (from the
+latency (provider emit → websocket receipt, for chunks emitted after their
+socket opened; the others, sent when it opens, are counted apart) and the
+provider → worker publish part of it, the peak number of runs streaming at once (from the
 provider's own stream records), and per process: peak RSS, peak Postgres /
 Redis / provider connections (its sockets, from /proc), CPU seconds used
 during the measured window; plus peak ``pg_stat_activity`` and the machine's
@@ -59,10 +60,12 @@ from tests.support.stack import (
     Process,
     base_env,
     free_port,
+    launch_worker,
     start_process,
     start_server,
     start_worker,
     wait_for,
+    wait_for_worker,
 )
 
 MODEL = "bench-load"
@@ -351,6 +354,7 @@ def summarize(results: list[dict], *, chunks: int, start_at: float, provider: di
         (r["first_delta_at"] - r["accepted_at"]) * 1000 for r in results if r["first_delta_at"]
     ]
     relay = [v for r in results for v in r["relay_ms"]]
+    catchup = [v for r in results for v in r.get("catchup_ms", [])]
     publish = [v for r in results for v in r["publish_ms"]]
     lost = repeated = chunk_lost = chunk_repeated = out_of_order = 0
     sockets_with_gaps = 0
@@ -405,7 +409,9 @@ def summarize(results: list[dict], *, chunks: int, start_at: float, provider: di
         "relay_max_ms": round(max(relay, default=0.0), 1),
         "provider_to_publish_p50_ms": round(percentile(publish, 50), 1),
         "provider_to_publish_p99_ms": round(percentile(publish, 99), 1),
-        "chunks_received": len(relay),
+        "chunks_received": len(relay) + len(catchup),
+        "chunks_caught_up": len(catchup),
+        "catchup_p99_ms": round(percentile(catchup, 99), 1),
         "peak_streaming": peak_streaming,
         "all_done_s": round(max(ends, default=start_at) - start_at, 1),
         "provider_chunk_lag_p99_ms": round(provider["chunk_lag_p99_ms"], 1),
@@ -454,11 +460,17 @@ def measure(
     )
     processes: list[Process] = []
     try:
-        processes.append(
-            start_worker(
-                "llm", queues="llm,default", pool=pool, concurrency=concurrency, env=env, log_dir=log_dir
+        # --llm N: the deployment's "one LLM worker per core" (a gevent
+        # worker uses one core), each with the option's concurrency.
+        for index in range(args.llm):
+            name = "llm" if args.llm == 1 else f"llm{index + 1}"
+            processes.append(
+                launch_worker(
+                    name, queues="llm,default", pool=pool, concurrency=concurrency, env=env, log_dir=log_dir
+                )
             )
-        )
+        for proc in processes:
+            wait_for_worker(proc)
         processes.append(
             start_worker(
                 "tools",
@@ -567,7 +579,11 @@ def measure(
 
 def start_profilers(processes: list[Process], log_dir: Path, seconds: float) -> list[subprocess.Popen]:
     """py-spy (if installed) samples the web and LLM worker processes for the
-    first ``seconds`` of the load; the output is in the log directory."""
+    first ``seconds`` of the load; the output is in the log directory.
+
+    ``--gil`` keeps only the thread holding the interpreter: without it a
+    thread waiting for the GIL is sampled at the line it stopped on, and a
+    cheap line can show as a tenth of the process' time."""
     py_spy = Path(sys.executable).with_name("py-spy")
     if not py_spy.exists():
         print("py-spy is not installed; no profiles", file=sys.stderr)
@@ -586,6 +602,7 @@ def start_profilers(processes: list[Process], log_dir: Path, seconds: float) -> 
                 "--format",
                 "raw",
                 "--nonblocking",
+                "--gil",
                 "--output",
                 str(log_dir / f"profile-{p.name}.txt"),
             ],
@@ -614,6 +631,10 @@ def table(reports: list[dict]) -> str:
             ),
         ),
         ("relay p50 / p99", lambda r: f"{r['relay_p50_ms']:.0f} / {r['relay_p99_ms']:.0f} ms"),
+        (
+            "  chunks emitted before their socket opened, sent on connect (p99 after emit)",
+            lambda r: f"{r['chunks_caught_up']} ({r['catchup_p99_ms']:.0f} ms)",
+        ),
         (
             "  provider → publish p50 / p99",
             lambda r: f"{r['provider_to_publish_p50_ms']:.0f} / {r['provider_to_publish_p99_ms']:.0f} ms",
@@ -666,6 +687,7 @@ def main() -> None:
     parser.add_argument(
         "--pool", action="append", help="LLM worker pool:concurrency, repeatable (default gevent:1000)"
     )
+    parser.add_argument("--llm", type=int, default=1, help="LLM worker processes, each with the pool's -c")
     parser.add_argument("--web", type=int, default=1, help="web processes (runs spread over them)")
     parser.add_argument("--ws", type=int, default=0,
                         help="processes serving only the run sockets (0: the web processes serve them)")
@@ -745,6 +767,7 @@ def main() -> None:
         "chunks": args.chunks,
         "duration_s": args.duration,
         "ramp_s": args.ramp,
+        "llm": args.llm,
         "web": args.web,
         "ws": args.ws,
         "client_procs": args.client_procs,

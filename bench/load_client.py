@@ -44,7 +44,11 @@ class RunResult:
     close_error: str = ""
     seqs: list[int] = field(default_factory=list)
     chunks: list[int] = field(default_factory=list)  # provider chunk indexes, in order received
-    relay_ms: list[float] = field(default_factory=list)  # provider emit → client receipt
+    # Provider emit → client receipt, for chunks emitted after the socket
+    # opened (live relay); chunks emitted earlier (while the client still
+    # waited for its 202, or for the handshake) are sent on connect: catch-up.
+    relay_ms: list[float] = field(default_factory=list)
+    catchup_ms: list[float] = field(default_factory=list)
     publish_ms: list[float] = field(default_factory=list)  # provider emit → event "ts" (worker publish)
     snapshots: int = 0
 
@@ -78,7 +82,10 @@ async def _follow(result: RunResult, ws_url: str, headers: dict[str, str], give_
                             published = _iso(event["ts"])
                             for index, emitted in _CHUNK.findall(event["data"].get("text", "")):
                                 result.chunks.append(int(index))
-                                result.relay_ms.append((received - float(emitted)) * 1000)
+                                live = float(emitted) >= result.opened_at
+                                (result.relay_ms if live else result.catchup_ms).append(
+                                    (received - float(emitted)) * 1000
+                                )
                                 result.publish_ms.append((published - float(emitted)) * 1000)
                         elif kind == "snapshot":
                             result.snapshots += 1

@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -140,12 +140,13 @@ def _tools_worker(pool: str, env: dict[str, str], log_dir: Path) -> Process:
 
 @contextmanager
 def bench_stack(*, pg: PrivatePostgres, broker: PrivateRedis, events: PrivateRedis, provider_url: str,
-                log_dir: Path, tool_pool: str = "io") -> Iterator[Stack]:
+                log_dir: Path, tool_pool: str = "io", extra_env: Sequence[str] = ()) -> Iterator[Stack]:
     """The LLM worker (gevent, as in production), the worker of the tool
     calls' pool (``_tools_worker``), and two web processes: ``web`` takes the
     REST requests, ``ws`` serves the run sockets, so that each one's
     statements and Redis commands are counted apart. Broker, throttle cache
-    and channel layer on one Redis server, the event log on another."""
+    and channel layer on one Redis server, the event log on another.
+    ``extra_env``: ``NAME=VALUE`` settings for every process (``--env``)."""
     common = base_env(
         REDIS_URL=broker.url(0),
         CHATFORGE_EVENT_LOG_REDIS_URL=events.url(0),
@@ -159,6 +160,7 @@ def bench_stack(*, pg: PrivatePostgres, broker: PrivateRedis, events: PrivateRed
         # enough for one user's sequential runs; identical calls all run.
         CHATFORGE_MESSAGE_RATE="100000/min",
         CHATFORGE_TOOL_REPEAT_LIMIT="1000",
+        **dict(item.split("=", 1) for item in extra_env),
     )
 
     def env(role: str) -> dict[str, str]:
@@ -458,6 +460,8 @@ def main() -> None:
     parser.add_argument("--tool-pool", choices=TOOL_POOLS, default="io",
                         help="the pool the tool calls run on: the tools_io worker's threads (io) or the "
                              "tools worker's prefork processes (process)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an extra setting for the stack's processes (repeatable)")
     parser.add_argument("--json", default="", help="also write the results to this file")
     parser.add_argument("--no-write", action="store_true",
                         help="Print only; leave docs/performance.md alone.")
@@ -490,7 +494,7 @@ def main() -> None:
             tokens = make_tokens(1 + saturation_users, "bench", database_url, broker.url(0))
             token, saturation_tokens = tokens[0], tokens[1:]
             with bench_stack(pg=pg, broker=broker, events=events, provider_url=fake.base_url,
-                             log_dir=log_dir, tool_pool=args.tool_pool) as stack:
+                             log_dir=log_dir, tool_pool=args.tool_pool, extra_env=args.env) as stack:
                 results = measure(args, stack=stack, pg=pg, broker=broker, events=events, fake=fake,
                                   provider=provider, registry=registry, token=token, scenarios=scenarios,
                                   parallel=parallel, instants=instants, saturation_tokens=saturation_tokens,

@@ -129,6 +129,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="tool rounds per run (one call each)")
     parser.add_argument("--statements", type=int, default=15, help="statements listed")
     parser.add_argument("--tool-pool", choices=TOOL_POOLS, default="io", help="the pool the tool calls run on")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an extra setting for the stack's processes (repeatable)")
     args = parser.parse_args()
 
     scenario = tool_rounds(args.rounds, pool=args.tool_pool)
@@ -142,7 +144,7 @@ def main() -> None:
             prepare_counting(pg, DB_NAME)
             token = make_tokens(1, f"timeline-{uuid.uuid4().hex[:6]}", database_url, broker.url(0))[0]
             with bench_stack(pg=pg, broker=broker, events=events, provider_url=fake.base_url,
-                             log_dir=log_dir, tool_pool=args.tool_pool) as stack, \
+                             log_dir=log_dir, tool_pool=args.tool_pool, extra_env=args.env) as stack, \
                     httpx.Client(base_url=stack.api_url, headers={"Authorization": f"Bearer {token}"},
                                  timeout=60) as http:
                 conversations = new_conversations(http, WARM_UP_RUNS + args.runs)
