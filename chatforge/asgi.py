@@ -31,3 +31,12 @@ if settings.EMBEDDED:
     start_embedded_worker()
 
 application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application})
+
+from django.urls import get_resolver  # noqa: E402
+
+from chatforge.runtime.gc_freeze import prepare_process  # noqa: E402
+
+# The URLconf (and so every view's module) imported now rather than on the
+# first request, then what the process holds frozen out of full GC passes.
+get_resolver().url_patterns
+prepare_process("web")

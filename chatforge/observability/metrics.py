@@ -116,6 +116,12 @@ TOKENS = Counter(
     ["model", "direction"])
 
 
+# --- processes -------------------------------------------------------------
+GC_PAUSE = Histogram(
+    "chatforge_gc_pause_seconds",
+    "Full garbage-collection passes (generation 2): how long each stopped the process.",
+    buckets=_FAST)
+
 # --- read at each scrape -----------------------------------------------------
 QUEUE_DEPTH_NAME = "chatforge_queue_depth"
 
