@@ -31,9 +31,10 @@ def test_freezing_takes_what_the_process_holds_out_of_full_passes(unfrozen, sett
 
     frozen = gc_freeze.freeze_startup_objects("test")
 
-    # Django, DRF, Celery and the test's own modules: tens of thousands at least.
-    assert frozen == gc.get_freeze_count()
+    # Django, DRF, Celery and the test's own modules: tens of thousands at least
+    # (a frozen object whose last reference goes is still freed: the count can drop).
     assert frozen > 10_000
+    assert 0 < gc.get_freeze_count() <= frozen
     # What a full pass walks now is what was made after the freeze.
     assert len(gc.get_objects(generation=2)) < 1_000
     [record] = [r for r in caplog.records if r.name == "chatforge.runtime.gc_freeze"]
