@@ -78,6 +78,11 @@ bench-relay: install
 bench-load: install
 	$(PY) -m bench.load --runs 500
 
+## Load, steady: 500 runs of 20 s answers started over 10 s, so that all 500
+## stream at once on their own sockets (~1 minute; docs/performance.md)
+bench-load-steady: install
+	$(PY) -m bench.load --runs 500 --ws 1 --ramp 10 --duration 20
+
 # Distributed-mode processes (set DATABASE_URL, REDIS_URL, DJANGO_SECRET_KEY).
 worker-llm: install
 	$(VENV)/bin/celery -A chatforge worker -Q llm,default -P gevent -c 500 -n llm@%h -l INFO -E
