@@ -139,7 +139,8 @@ if not DEBUG:
     SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
-# Each long-lived process (web, worker, prefork child) freezes the objects it
-# holds when ready for work out of the garbage collector's full passes, which
-# otherwise stop it for ~150 ms each under load (chatforge/runtime/gc_freeze.py).
+# Each long-lived process (web, worker before its pool forks, prefork child)
+# freezes the objects it holds once started out of the garbage collector's
+# full passes, which otherwise stop it for ~150 ms each under load
+# (chatforge/runtime/gc_freeze.py).
 CHATFORGE_GC_FREEZE: bool = env.bool("CHATFORGE_GC_FREEZE", default=True)

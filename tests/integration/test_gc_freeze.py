@@ -32,3 +32,14 @@ def test_each_process_freezes_what_it_holds_when_ready(stack, process, roles):
     assert {r["role"] for r in records} == roles, stack.process(process).log()[-3000:]
     # A process's modules, classes and settings: far more than a few thousand objects.
     assert all(r["objects"] > 20_000 for r in records), records
+
+
+def test_a_prefork_worker_freezes_before_it_forks_its_children(stack):
+    """Frozen in the parent first, a child's collections never write to the
+    pages it shares with the parent (Python's advice for forking servers)."""
+    records = _frozen(stack.process("tools").log())
+    assert records[0]["role"] == "worker", records
+    children = [r for r in records if r["role"] == "worker child"]
+    assert children
+    # A child's permanent generation starts with everything its parent froze.
+    assert all(child["objects"] >= records[0]["objects"] for child in children), records
