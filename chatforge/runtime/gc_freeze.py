@@ -34,7 +34,10 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+import threading
 import time
+from collections import deque
 from typing import Any
 
 from celery.signals import worker_init, worker_process_init
@@ -42,6 +45,7 @@ from celery.signals import worker_init, worker_process_init
 logger = logging.getLogger(__name__)
 
 FULL_PASS = 2
+FLUSH_EVERY_S = 1.0
 
 
 def freeze_startup_objects(role: str) -> int:
@@ -63,13 +67,19 @@ def freeze_startup_objects(role: str) -> int:
 
 
 class _FullPassTimer:
-    """A ``gc.callbacks`` entry that observes each full pass's length.
+    """A ``gc.callbacks`` entry that notes how long each full pass took.
 
-    Callbacks run for every collection; the young ones (hundreds a second
-    under load) cost one comparison each here."""
+    A callback runs wherever a collection happens to start, possibly in the
+    middle of code holding a lock — prometheus-client's values take a
+    non-reentrant lock (one for all of them in multiprocess mode) — so it
+    takes none: it only appends to a deque, and ``flush`` observes the
+    notes into ``chatforge_gc_pause_seconds`` from ordinary code. Callbacks
+    run for every collection; the young ones (hundreds a second under
+    load) cost one comparison each here."""
 
     def __init__(self) -> None:
         self._started: float | None = None
+        self.pending: deque[float] = deque(maxlen=1000)
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if info.get("generation") != FULL_PASS:
@@ -77,16 +87,47 @@ class _FullPassTimer:
         if phase == "start":
             self._started = time.perf_counter()
         elif self._started is not None:
-            from chatforge.observability import metrics
-
-            metrics.GC_PAUSE.observe(time.perf_counter() - self._started)
+            self.pending.append(time.perf_counter() - self._started)
             self._started = None
 
+    def flush(self) -> int:
+        """Observe the pauses noted so far; how many there were."""
+        from chatforge.observability import metrics
 
-def time_full_passes() -> None:
-    """Install the full-pass timer in this process (once)."""
-    if not any(isinstance(cb, _FullPassTimer) for cb in gc.callbacks):
-        gc.callbacks.append(_FullPassTimer())
+        flushed = 0
+        while self.pending:
+            metrics.GC_PAUSE.observe(self.pending.popleft())
+            flushed += 1
+        return flushed
+
+
+_flusher_pid: int | None = None
+
+
+def _flush_forever(timer: _FullPassTimer) -> None:
+    while True:
+        time.sleep(FLUSH_EVERY_S)
+        try:
+            timer.flush()
+        except Exception:  # a metric that could not be written must not end the flusher
+            logger.exception("could not record garbage-collection pauses")
+
+
+def time_full_passes() -> _FullPassTimer:
+    """Install the full-pass timer in this process (once), and the thread
+    that observes its notes every ``FLUSH_EVERY_S`` (once per process: a
+    forked child inherits the timer but not the parent's thread). Under
+    gevent's patching the thread is a greenlet, which is all it needs."""
+    global _flusher_pid
+    timer = next((cb for cb in gc.callbacks if isinstance(cb, _FullPassTimer)), None)
+    if timer is None:
+        timer = _FullPassTimer()
+        gc.callbacks.append(timer)
+    if _flusher_pid != os.getpid():
+        _flusher_pid = os.getpid()
+        timer.pending.clear()  # in a forked child: the parent's pauses, not ours
+        threading.Thread(target=_flush_forever, args=(timer,), name="gc-pause-metrics", daemon=True).start()
+    return timer
 
 
 def prepare_process(role: str) -> None:

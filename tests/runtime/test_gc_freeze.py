@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import gc
 import logging
+import time
 from collections.abc import Iterator
 
 import pytest
 from prometheus_client import REGISTRY
 
+from chatforge.observability import metrics
 from chatforge.runtime import gc_freeze
 
 PAUSES = "chatforge_gc_pause_seconds_count"
@@ -61,15 +63,47 @@ def test_off_freezes_nothing(unfrozen, settings):
     assert gc.get_freeze_count() == 0
 
 
-def test_each_full_pass_is_timed_and_young_ones_are_not():
-    gc_freeze.time_full_passes()
-    gc_freeze.time_full_passes()
+def test_the_timer_notes_full_passes_only():
+    timer = gc_freeze._FullPassTimer()
+    for generation in (0, 1):
+        timer("start", {"generation": generation})
+        timer("stop", {"generation": generation})
+    assert not timer.pending
+    timer("start", {"generation": 2})
+    timer("stop", {"generation": 2})
+    assert len(timer.pending) == 1 and timer.pending[0] >= 0
+
+
+def _observed_after(before: float) -> float:
+    """The pauses' count once it has moved past ``before`` (the process'
+    flusher may observe them before the test's own flush does)."""
+    deadline = time.monotonic() + 5 * gc_freeze.FLUSH_EVERY_S
+    while (REGISTRY.get_sample_value(PAUSES) or 0.0) <= before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return REGISTRY.get_sample_value(PAUSES) or 0.0
+
+
+def test_each_full_pass_is_observed_in_the_histogram():
+    timer = gc_freeze.time_full_passes()
+    assert gc_freeze.time_full_passes() is timer
     assert sum(isinstance(cb, gc_freeze._FullPassTimer) for cb in gc.callbacks) == 1
 
     before = REGISTRY.get_sample_value(PAUSES) or 0.0
-    gc.collect(0)
-    gc.collect(1)
-    assert (REGISTRY.get_sample_value(PAUSES) or 0.0) == before
     gc.collect()
-    assert REGISTRY.get_sample_value(PAUSES) == before + 1
+    timer.flush()
+    assert _observed_after(before) >= before + 1
     assert REGISTRY.get_sample_value("chatforge_gc_pause_seconds_sum") > 0
+
+
+@pytest.mark.timeout(30)
+def test_a_full_pass_inside_a_metrics_lock_does_not_wait_for_it():
+    """A collection starts wherever an allocation tips it over, also inside
+    prometheus-client holding a value's non-reentrant lock (in multiprocess
+    mode one lock for every value). Observing from the callback deadlocked
+    there; the callback only takes a note."""
+    timer = gc_freeze.time_full_passes()
+    before = REGISTRY.get_sample_value(PAUSES) or 0.0
+    with metrics.GC_PAUSE._sum._lock:  # as held by an observe under way on this thread
+        gc.collect()
+    timer.flush()
+    assert _observed_after(before) >= before + 1
