@@ -131,7 +131,7 @@ def time_full_passes() -> _FullPassTimer:
 
 
 def prepare_process(role: str) -> None:
-    """What every long-lived process does when it is ready for work."""
+    """What every long-lived process does once it has started."""
     time_full_passes()
     freeze_startup_objects(role)
 
