@@ -27,4 +27,4 @@ import chatforge.runtime.db_connections  # noqa: E402,F401  (task DB connection 
 import chatforge.observability.celery_metrics  # noqa: E402,F401  (queue wait, the worker's metrics port)
 import chatforge.observability.log_context  # noqa: E402,F401  (task_id, run_id, … on every log line of a task)
 import orchestration.worker_warmup  # noqa: E402,F401  (an LLM worker imports the provider SDKs at start)
-import chatforge.runtime.gc_freeze  # noqa: E402,F401  (start-up objects out of full GC passes, before the pool forks)
+import chatforge.runtime.gc_freeze  # noqa: E402,F401  (start-up objects out of full GC passes)
