@@ -52,7 +52,14 @@ import httpx
 import psycopg
 
 from bench.load_client import run_clients
-from bench.services import SECRET_KEY, fresh_database, manage_env, percentile
+from bench.services import (
+    SECRET_KEY,
+    add_env_argument,
+    env_settings,
+    fresh_database,
+    manage_env,
+    percentile,
+)
 from tests.support.private_services import PrivatePostgres, PrivateRedis, private_postgres, private_redis
 from tests.support.stack import (
     ROOT,
@@ -450,7 +457,7 @@ def measure(
         OPENAI_API_KEY="bench",
         CHATFORGE_LOG_LEVEL="WARNING",
         **db_pool_env(args.db_pool),
-        **dict(item.split("=", 1) for item in args.env),
+        **env_settings(args.env),
     )
     log_dir = Path(args.log_dir) / option.replace(":", "-")
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -703,13 +710,7 @@ def main() -> None:
     parser.add_argument(
         "--db-pool", default="", help='"off", a pool size per process, or "" for the defaults'
     )
-    parser.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="an extra setting for the stack's processes (repeatable)",
-    )
+    add_env_argument(parser)
     parser.add_argument("--give-up", type=float, default=180.0)
     parser.add_argument(
         "--profile", type=float, default=0.0, help="py-spy the web and LLM processes this long"

@@ -86,7 +86,13 @@ from bench.scenarios import (  # noqa: E402
     parallel_round,
     run_in_process,
 )
-from bench.services import SECRET_KEY, fresh_database, percentile  # noqa: E402
+from bench.services import (  # noqa: E402
+    SECRET_KEY,
+    add_env_argument,
+    env_settings,
+    fresh_database,
+    percentile,
+)
 from bench.timed_provider import TimedFakeOpenAIServer  # noqa: E402
 from orchestration.providers.openai_compat import OpenAICompatibleProvider  # noqa: E402
 from tests.support.client import follow_run  # noqa: E402
@@ -160,7 +166,7 @@ def bench_stack(*, pg: PrivatePostgres, broker: PrivateRedis, events: PrivateRed
         # enough for one user's sequential runs; identical calls all run.
         CHATFORGE_MESSAGE_RATE="100000/min",
         CHATFORGE_TOOL_REPEAT_LIMIT="1000",
-        **dict(item.split("=", 1) for item in extra_env),
+        **env_settings(extra_env),
     )
 
     def env(role: str) -> dict[str, str]:
@@ -460,8 +466,7 @@ def main() -> None:
     parser.add_argument("--tool-pool", choices=TOOL_POOLS, default="io",
                         help="the pool the tool calls run on: the tools_io worker's threads (io) or the "
                              "tools worker's prefork processes (process)")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="an extra setting for the stack's processes (repeatable)")
+    add_env_argument(parser)
     parser.add_argument("--json", default="", help="also write the results to this file")
     parser.add_argument("--no-write", action="store_true",
                         help="Print only; leave docs/performance.md alone.")

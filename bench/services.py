@@ -7,8 +7,10 @@ Each benchmark names its own database and Redis database so two of them
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
+from collections.abc import Sequence
 
 import psycopg
 import redis
@@ -51,3 +53,15 @@ def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
     return ordered[index]
+
+
+def add_env_argument(parser: argparse.ArgumentParser) -> None:
+    """``--env NAME=VALUE`` (repeatable): a setting for every process of the
+    benchmark's stack, e.g. to measure with a feature off."""
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an extra setting for the stack's processes (repeatable)")
+
+
+def env_settings(items: Sequence[str]) -> dict[str, str]:
+    """``--env`` values as a mapping."""
+    return dict(item.split("=", 1) for item in items)

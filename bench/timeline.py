@@ -55,6 +55,7 @@ from bench.run import (
     private_redis,
 )
 from bench.scenarios import tool_rounds
+from bench.services import add_env_argument
 from bench.timed_provider import Request
 
 WARM_UP_RUNS = 3
@@ -129,8 +130,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="tool rounds per run (one call each)")
     parser.add_argument("--statements", type=int, default=15, help="statements listed")
     parser.add_argument("--tool-pool", choices=TOOL_POOLS, default="io", help="the pool the tool calls run on")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="an extra setting for the stack's processes (repeatable)")
+    add_env_argument(parser)
     args = parser.parse_args()
 
     scenario = tool_rounds(args.rounds, pool=args.tool_pool)
