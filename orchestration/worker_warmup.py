@@ -11,7 +11,8 @@ inherit the modules). Embedded mode keeps the lazy import: its worker
 threads share the server process, whose start-up would wait.
 
 A gevent worker (whatever its queues) also gets the HTTP pools' direct
-idle-connection check (``providers/idle_connection_probe.py``).
+idle-connection check (``providers/idle_connection_probe.py``) and
+psycopg's cooperative wait (``chatforge/runtime/gevent_db_wait.py``).
 
 Only ``celery.signals`` is imported at module level: ``chatforge/celery.py``
 imports this before Django is set up.
@@ -70,3 +71,11 @@ def _direct_idle_connection_probe(sender: Any = None, **_: Any) -> None:
     installed = idle_connection_probe.install()
     if installed:
         logger.info("HTTP pools check idle connections without the hub", extra={"backends": installed})
+
+
+@worker_init.connect
+def _cooperative_database_waits(sender: Any = None, **_: Any) -> None:
+    from chatforge.runtime import gevent_db_wait
+
+    if gevent_db_wait.install():
+        logger.info("database waits ask the operating system before the hub")
