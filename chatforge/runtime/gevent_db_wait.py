@@ -32,10 +32,14 @@ import select
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from psycopg import errors
+from psycopg.abc import PQGen
 from psycopg.waiting import Ready, Wait
+
+RV = TypeVar("RV")
+WaitFunc = Callable[..., Any]
 
 _EVENTS = {Wait.R: select.POLLIN, Wait.W: select.POLLOUT, Wait.RW: select.POLLIN | select.POLLOUT}
 _ONLY_AN_ERROR = select.POLLERR | select.POLLHUP | select.POLLNVAL
@@ -56,11 +60,13 @@ def _ready(events: list[tuple[int, int]]) -> int:
     return ready
 
 
-def cooperative_wait(os_poll: Callable[[], Any], hub_waits: dict[Wait, Callable[..., None]]):
+def cooperative_wait(os_poll: Callable[[], Any], hub_waits: dict[Wait, Callable[..., None]]) -> WaitFunc:
     """The wait function, over the operating system's ``poll`` and gevent's
     per-event waits (``wait_read``, ``wait_write``, ``wait_readwrite``)."""
 
-    def wait_cooperatively(gen, fileno: int, interval: float = 0.0, timeout: float | None = None):
+    def wait_cooperatively(
+        gen: PQGen[RV], fileno: int, interval: float = 0.0, timeout: float | None = None
+    ) -> RV:
         deadline = time.monotonic() + timeout if timeout is not None else None
         poller = os_poll()
         try:
