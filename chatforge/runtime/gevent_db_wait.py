@@ -29,7 +29,6 @@ other processes: psycopg's C wait is used where ``select`` is not patched.
 from __future__ import annotations
 
 import select
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -37,6 +36,8 @@ from typing import Any, TypeVar
 from psycopg import errors
 from psycopg.abc import PQGen
 from psycopg.waiting import Ready, Wait
+
+from chatforge.runtime.unpatched_poll import unpatched_poll
 
 RV = TypeVar("RV")
 WaitFunc = Callable[..., Any]
@@ -97,13 +98,12 @@ def cooperative_wait(os_poll: Callable[[], Any], hub_waits: dict[Wait, Callable[
 def install() -> bool:
     """Give psycopg the cooperative wait if gevent has patched ``select``
     in this process; whether it was installed."""
-    monkey = sys.modules.get("gevent.monkey")
-    if monkey is None or not monkey.is_module_patched("select"):
+    os_poll = unpatched_poll()
+    if os_poll is None:
         return False
     import psycopg.waiting
     from gevent.socket import wait_read, wait_readwrite, wait_write
 
-    os_poll = monkey.get_original("select", "poll")
     psycopg.waiting.wait = cooperative_wait(
         os_poll, {Wait.R: wait_read, Wait.W: wait_write, Wait.RW: wait_readwrite}
     )

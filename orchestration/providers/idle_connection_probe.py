@@ -25,22 +25,14 @@ import importlib
 import logging
 import select
 import socket
-import sys
 from collections.abc import Callable
 from typing import Any
+
+from chatforge.runtime.unpatched_poll import unpatched_poll
 
 logger = logging.getLogger(__name__)
 
 SYNC_BACKENDS = ("httpcore._backends.sync", "httpcore2._backends.sync")
-
-
-def _unpatched_poll() -> Callable[[], Any] | None:
-    """The operating system's ``select.poll`` when gevent has replaced it,
-    else None (nothing to install)."""
-    monkey = sys.modules.get("gevent.monkey")
-    if monkey is None or not monkey.is_module_patched("select"):
-        return None
-    return monkey.get_original("select", "poll")
 
 
 def readable_probe(poll: Callable[[], Any]) -> Callable[[socket.socket | None], bool]:
@@ -61,7 +53,7 @@ def readable_probe(poll: Callable[[], Any]) -> Callable[[socket.socket | None], 
 def install() -> list[str]:
     """Give the sync backends the direct probe if gevent patched ``select``;
     the backends changed (none where it is not patched)."""
-    poll = _unpatched_poll()
+    poll = unpatched_poll()
     if poll is None:
         return []
     probe = readable_probe(poll)
