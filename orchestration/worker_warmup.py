@@ -11,9 +11,8 @@ inherit the modules). Embedded mode keeps the lazy import: its worker
 threads share the server process, whose start-up would wait.
 
 A gevent worker (whatever its queues) also gets the HTTP pools' direct
-idle-connection check (``providers/idle_connection_probe.py``), redis-py's
-direct check of a pooled connection (``chatforge/runtime/gevent_redis_probe.py``)
-and psycopg's cooperative wait (``chatforge/runtime/gevent_db_wait.py``).
+idle-connection check (``providers/idle_connection_probe.py``) and
+psycopg's cooperative wait (``chatforge/runtime/gevent_db_wait.py``).
 
 Only ``celery.signals`` is imported at module level: ``chatforge/celery.py``
 imports this before Django is set up.
@@ -81,10 +80,3 @@ def _cooperative_database_waits(sender: Any = None, **_: Any) -> None:
     if gevent_db_wait.install():
         logger.info("database waits ask the operating system before the hub")
 
-
-@worker_init.connect
-def _direct_redis_connection_check(sender: Any = None, **_: Any) -> None:
-    from chatforge.runtime import gevent_redis_probe
-
-    if gevent_redis_probe.install():
-        logger.info("Redis pools check their connections without the hub")

@@ -2,9 +2,8 @@
 
 gevent's ``poll`` builds a watcher and goes through the hub even for a
 check that must not wait (a zero timeout). The gevent worker's direct
-checks — httpcore's idle connections (``providers/idle_connection_probe.py``),
-redis-py's pooled connections (``runtime/gevent_redis_probe.py``) and
-psycopg's waits (``runtime/gevent_db_wait.py``) — take the system call
+checks — httpcore's idle connections (``providers/idle_connection_probe.py``)
+and psycopg's waits (``runtime/gevent_db_wait.py``) — take the system call
 from here.
 """
 

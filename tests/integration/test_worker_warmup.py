@@ -32,9 +32,3 @@ def test_the_gevent_worker_waits_on_the_database_without_the_hub_first(stack):
     for other in ("tools", "tools-io"):
         assert not [r for r in _records(stack.process(other).log()) if r.get("event") == line]
 
-
-def test_the_gevent_worker_checks_pooled_redis_connections_without_the_hub(stack):
-    line = "Redis pools check their connections without the hub"
-    assert [r for r in _records(stack.process("llm").log()) if r.get("event") == line]
-    for other in ("tools", "tools-io"):
-        assert not [r for r in _records(stack.process(other).log()) if r.get("event") == line]
