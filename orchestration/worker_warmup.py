@@ -79,4 +79,3 @@ def _cooperative_database_waits(sender: Any = None, **_: Any) -> None:
 
     if gevent_db_wait.install():
         logger.info("database waits ask the operating system before the hub")
-

@@ -95,10 +95,13 @@ class _FullPassTimer:
         from chatforge.observability import metrics
 
         flushed = 0
-        while self.pending:
-            metrics.GC_PAUSE.observe(self.pending.popleft())
+        while True:
+            try:  # another thread may take the last note between a check and a pop
+                pause = self.pending.popleft()
+            except IndexError:
+                return flushed
+            metrics.GC_PAUSE.observe(pause)
             flushed += 1
-        return flushed
 
 
 _flusher_pid: int | None = None

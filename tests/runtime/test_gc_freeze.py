@@ -107,3 +107,21 @@ def test_a_full_pass_inside_a_metrics_lock_does_not_wait_for_it():
         gc.collect()
     timer.flush()
     assert _observed_after(before) >= before + 1
+
+
+def test_flushes_from_two_threads_observe_each_pause_once():
+    """The process' flusher and a caller may flush at once: each pause is
+    observed by one of them, and neither fails on an emptied deque."""
+    import threading
+
+    timer = gc_freeze._FullPassTimer()
+    timer.pending.extend([0.001] * 1000)
+    before = REGISTRY.get_sample_value(PAUSES) or 0.0
+    counts: list[int] = []
+    threads = [threading.Thread(target=lambda: counts.append(timer.flush())) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(counts) == 1000 and not timer.pending
+    assert (REGISTRY.get_sample_value(PAUSES) or 0.0) >= before + 1000
