@@ -27,7 +27,8 @@ with 4 children took 214 MB (PSS, all five processes) frozen before the
 fork, 390 MB not frozen, and 445 MB when only the children froze (their
 one collection copied every shared page it touched).
 ``CHATFORGE_GC_FREEZE=false`` turns it off. Full passes are timed in
-``chatforge_gc_pause_seconds`` whether or not the setting is on.
+``chatforge_gc_pause_seconds`` whether or not the setting is on, in every
+process but a prefork parent (it runs no task; its children are timed).
 """
 
 from __future__ import annotations
@@ -133,17 +134,23 @@ def time_full_passes() -> _FullPassTimer:
     return timer
 
 
-def prepare_process(role: str) -> None:
+def prepare_process(role: str, *, time_passes: bool = True) -> None:
     """What every long-lived process does once it has started."""
-    time_full_passes()
+    if time_passes:
+        time_full_passes()
     freeze_startup_objects(role)
 
 
 @worker_init.connect
-def _freeze_worker(**_: Any) -> None:
+def _freeze_worker(sender: Any = None, **_: Any) -> None:
     # Connected after orchestration.worker_warmup's handlers (chatforge/celery.py
-    # imports it first), so the provider SDKs it imports are frozen too.
-    prepare_process("worker")
+    # imports it first), so the provider SDKs it imports are frozen too. A
+    # prefork parent runs no task and forks children for as long as it lives:
+    # it starts no flusher thread, which could hold prometheus-client's lock
+    # at a fork and leave a child waiting on it forever; each child times its
+    # own passes (as tracing does, observability/celery_metrics.py).
+    prefork = "prefork" in str(getattr(sender, "pool_cls", "prefork"))
+    prepare_process("worker", time_passes=not prefork)
 
 
 @worker_process_init.connect

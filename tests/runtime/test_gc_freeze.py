@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import time
 from collections.abc import Iterator
 
@@ -125,3 +126,20 @@ def test_flushes_from_two_threads_observe_each_pause_once():
         thread.join()
     assert sum(counts) == 1000 and not timer.pending
     assert (REGISTRY.get_sample_value(PAUSES) or 0.0) >= before + 1000
+
+
+class _Worker:
+    def __init__(self, pool_cls: str) -> None:
+        self.pool_cls = pool_cls
+
+
+def test_a_prefork_parent_starts_no_flusher_before_it_forks(unfrozen, monkeypatch):
+    """A thread in the parent could hold prometheus-client's lock at a fork;
+    the parent only freezes, its children time their own passes."""
+    monkeypatch.setattr(gc_freeze, "_flusher_pid", None)
+    gc_freeze._freeze_worker(sender=_Worker("celery.concurrency.prefork:TaskPool"))
+    assert gc_freeze._flusher_pid is None
+    assert gc.get_freeze_count() > 0
+
+    gc_freeze._freeze_worker(sender=_Worker("celery.concurrency.gevent:TaskPool"))
+    assert gc_freeze._flusher_pid == os.getpid()
