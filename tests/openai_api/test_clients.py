@@ -80,9 +80,12 @@ def test_langchain_invoke_stream_and_bind_tools(stack, fake_llm, make_user):
     assert calculator_runs(user) == 4  # one per question, none run twice
 
 
-def test_a_langgraph_react_agent_over_two_turns(stack, fake_llm, make_user):
+def test_a_langchain_agent_over_two_turns(stack, fake_llm, make_user):
+    """LangChain 1's ``create_agent`` (a LangGraph graph; it replaced
+    ``langgraph.prebuilt.create_react_agent``), which runs the tool calls it
+    is shown."""
+    from langchain.agents import create_agent
     from langchain_core.tools import tool
-    from langgraph.prebuilt import create_react_agent
 
     client_side_runs = []
 
@@ -95,7 +98,7 @@ def test_a_langgraph_react_agent_over_two_turns(stack, fake_llm, make_user):
     fake_llm.add_script("lg-agent", calculate_then_answer())
     user, token = make_user()
     # Streaming, as the agent that ran ChatForge's calls again was.
-    agent = create_react_agent(chat_openai(stack, token, "lg-agent", streaming=True), [calculator])
+    agent = create_agent(chat_openai(stack, token, "lg-agent", streaming=True), tools=[calculator])
 
     state = agent.invoke({"messages": [("user", "What is 6*7?")]})
     assert state["messages"][-1].content == "Let me calculate.\n\nThe answer to 'What is 6*7?' is 42."
@@ -146,12 +149,12 @@ def test_langchain_bind_tools_with_a_client_tool_streamed_and_not(stack, fake_ll
     assert not ToolInvocation.objects.filter(run__user=user).exclude(status="client").exists()
 
 
-def test_a_langgraph_agent_with_a_client_tool_and_a_server_tool(stack, fake_llm, make_user):
+def test_a_langchain_agent_with_a_client_tool_and_a_server_tool(stack, fake_llm, make_user):
     """The agent runs its own get_weather; its ``calculator`` has the server
     tool's name and parameters, so ChatForge runs it (once) and the agent's
     copy never runs. The model sees both results in the agent's next request."""
+    from langchain.agents import create_agent
     from langchain_core.tools import tool
-    from langgraph.prebuilt import create_react_agent
 
     ran_here = []
 
@@ -169,7 +172,8 @@ def test_a_langgraph_agent_with_a_client_tool_and_a_server_tool(stack, fake_llm,
 
     fake_llm.add_script("lg-client-tool", weather_then_answer())
     user, token = make_user()
-    agent = create_react_agent(chat_openai(stack, token, "lg-client-tool", streaming=True), [get_weather, calculator])
+    agent = create_agent(chat_openai(stack, token, "lg-client-tool", streaming=True),
+                         tools=[get_weather, calculator])
     state = agent.invoke({"messages": [("user", "Weather in Paris, and 6*7?")]})
     assert state["messages"][-1].content == "Paris: Sunny, 21 °C; 2 tool results."
     assert ran_here == [("get_weather", "Paris")] and calculator_runs(user) == 1
