@@ -460,7 +460,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="measured runs per end-to-end scenario")
     parser.add_argument("--parallel-runs", type=int, default=5, help="runs of the 5 × 200 ms round")
-    parser.add_argument("--saturation-runs", type=int, default=200)
+    parser.add_argument("--saturation-runs", type=int, default=500)
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients posting at saturation")
     parser.add_argument("--idle-s", type=float, default=3.0, help="idle window counted before the runs")
     parser.add_argument("--tool-pool", choices=TOOL_POOLS, default="io",
