@@ -81,9 +81,9 @@ def test_langchain_invoke_stream_and_bind_tools(stack, fake_llm, make_user):
 
 
 def test_a_langchain_agent_over_two_turns(stack, fake_llm, make_user):
-    """LangChain 1's ``create_agent`` (a LangGraph graph; it replaced
-    ``langgraph.prebuilt.create_react_agent``), which runs the tool calls it
-    is shown."""
+    """LangChain 1's ``create_agent`` (the LangGraph agent that replaced
+    ``langgraph.prebuilt.create_react_agent``) runs every tool call it is
+    shown, so the server's own calls must never reach it."""
     from langchain.agents import create_agent
     from langchain_core.tools import tool
 
