@@ -32,3 +32,8 @@ class ReusingRedisCache(RedisCache):
     def __init__(self, server, params) -> None:
         super().__init__(server, params)
         self._class = ReusingRedisCacheClient
+
+    def redis_client(self):
+        """The redis-py client this cache writes with, for work the cache
+        API cannot do in one round trip (the message throttle's script)."""
+        return self._cache.get_client(write=True)
