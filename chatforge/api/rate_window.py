@@ -12,7 +12,6 @@ and costs one round trip.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 
@@ -38,7 +37,7 @@ return {1, count + 1, '0'}
 class WindowCheck:
     allowed: bool
     count: int  # requests in the window, this one included when allowed
-    retry_after_s: float | None  # when refused: until the oldest request leaves the window
+    retry_after_s: float | None  # when refused: until the oldest request leaves the window; else None
 
 
 class RateWindow:
@@ -53,5 +52,4 @@ class RateWindow:
         allowed, count, oldest = self._script(keys=[key], args=[repr(now), repr(window_s), limit, member])
         if allowed:
             return WindowCheck(True, int(count), None)
-        wait = float(oldest) + window_s - now
-        return WindowCheck(False, int(count), max(wait, 0.0) if math.isfinite(wait) else None)
+        return WindowCheck(False, int(count), max(float(oldest) + window_s - now, 0.0))

@@ -10,6 +10,7 @@ is kept and reused; everything else is Django's backend unchanged.
 
 from __future__ import annotations
 
+import redis
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 
 
@@ -33,7 +34,7 @@ class ReusingRedisCache(RedisCache):
         super().__init__(server, params)
         self._class = ReusingRedisCacheClient
 
-    def redis_client(self):
+    def redis_client(self) -> redis.Redis:
         """The redis-py client this cache writes with, for work the cache
         API cannot do in one round trip (the message throttle's script)."""
         return self._cache.get_client(write=True)
