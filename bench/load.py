@@ -1,31 +1,36 @@
-"""Load: N concurrent streaming runs, each followed on its own websocket:
-`python -m bench.load --runs 500`.
+"""Load: concurrent streaming runs at a real model's pace, each followed on
+its own websocket: `python -m bench.load --runs 1,20,100 --tokens-per-s 50`.
 
 Starts a private Postgres (``--pg-max-connections``) and a private Redis,
 the load provider (``bench/load_provider.py``: a fake OpenAI server that
-streams a ``--duration`` s answer in ``--chunks`` chunks, each stamped with
-its emit time), and then, for each ``--pool`` option in turn, a fresh
-database and the real stack: ``--web`` uvicorn web processes, ``--llm`` LLM
-workers with that pool (``threads:64``, ``threads:512``, ``gevent:1000`` …)
-and a prefork tools worker. Users (5 runs each, the default per-user cap) and one
-conversation per run are made before the clock starts; a warm-up wave runs
-first. Then ``--runs`` runs are started at once (or spread over ``--ramp``
-seconds) through ``POST …/messages/`` from ``--client-procs`` client
-processes, each run followed on its own websocket.
+streams a ``--duration`` s answer one SSE chunk per token at
+``--tokens-per-s``, each chunk stamped with its emit time), and then, for
+each ``--pool`` option in turn, a fresh database and the real stack:
+``--web`` uvicorn web processes, ``--llm`` LLM workers with that pool
+(``gevent:1000`` …) and a prefork tools worker. Users (5 runs each, the
+default per-user cap) and one conversation per run are made before the
+clock starts; a warm-up wave runs first. Then, for each level of
+``--runs`` in turn on the same stack, that many runs are started at once
+(or spread over ``--ramp`` seconds) through ``POST …/messages/`` from
+``--client-procs`` client processes, each run followed on its own websocket.
 
-Reported per option (JSON, and a Markdown table at the end): runs completed
-and failed, lost/repeated seqs and chunks per socket, close codes, time to
-first event (POST → first ``content.delta``) and its two parts, relay
-latency (provider emit → websocket receipt, for chunks emitted after their
-socket opened; the others, sent when it opens, are counted apart) and the
-provider → worker publish part of it, the peak number of runs streaming at once (from the
-provider's own stream records), and per process: peak RSS, peak Postgres /
-Redis / provider connections (its sockets, from /proc), CPU seconds used
-during the measured window; plus peak ``pg_stat_activity`` and the machine's
-CPU not used by the benchmark (other load).
+Reported per level (JSON, and a Markdown table at the end): runs completed
+and failed, lost/repeated seqs and chunks per socket, close codes, relay
+latency p50/p95/p99/max (provider emit → websocket receipt, for chunks
+emitted after their socket opened; the others, sent when it opens, are
+counted apart) and the provider → worker publish part of it, time to first
+event (POST → first ``content.delta``) and its two parts, ``content.delta``
+events per token relayed (below 1 where the worker merged tokens), CPU µs
+per relayed token by process kind (LLM workers, web and socket processes,
+Postgres, Redis, the provider, the clients), the peak number of runs
+streaming at once (from the provider's own stream records), the provider's
+own lateness, and per process: peak RSS, peak Postgres / Redis / provider
+connections (its sockets, from /proc), CPU seconds used during the
+measured window; plus peak ``pg_stat_activity`` and the machine's CPU not
+used by the benchmark (other load).
 
-Bounded: at most 2,000 runs; every client gives up ``--give-up`` seconds
-(default 180) after its start.
+Bounded: at most 2,000 runs a level; every client gives up ``--give-up``
+seconds (default 180) after its start.
 """
 
 from __future__ import annotations
@@ -336,6 +341,7 @@ def drive(
         "total": len(jobs),
         "give_up_s": give_up_s,
     }
+    procs = max(1, min(procs, len(jobs)))
     workers = [
         context.Process(target=_client_process, args=(queue, jobs[k::procs], kwargs), daemon=True)
         for k in range(procs)
@@ -353,7 +359,14 @@ def drive(
     return results, start_at, cpu_s
 
 
+def _ms(values: list[float], p: float) -> float:
+    return round(percentile(values, p), 1)
+
+
 def summarize(results: list[dict], *, chunks: int, start_at: float, provider: dict) -> dict:
+    """What the clients saw: completion, seqs and chunks lost or repeated,
+    latencies (``relay``: provider emit → websocket receipt, for chunks
+    emitted after their socket opened), events per token."""
     completed = [r for r in results if r["terminal"] == "run.completed"]
     ttfe = [(r["first_delta_at"] - r["posted_at"]) * 1000 for r in results if r["first_delta_at"]]
     post = [(r["accepted_at"] - r["posted_at"]) * 1000 for r in results if r["accepted_at"]]
@@ -387,6 +400,18 @@ def summarize(results: list[dict], *, chunks: int, start_at: float, provider: di
     for _, step in sorted(edges):
         streaming += step
         peak_streaming = max(peak_streaming, streaming)
+    chunks_received = len(relay) + len(catchup)
+    # Relay latency second by second (by emit time): a start-up burst and
+    # a steady state look different, and one p99 hides which it was.
+    by_second: dict[int, list[float]] = {}
+    for r in results:
+        for at, ms in zip(r["relay_at"], r["relay_ms"], strict=True):
+            by_second.setdefault(int(at - start_at), []).append(ms)
+    timeline = [
+        [second, len(values), _ms(values, 50), _ms(values, 99)]
+        for second, values in sorted(by_second.items())
+    ]
+    deltas = sum(r.get("deltas", 0) for r in results)
     return {
         "runs": len(results),
         "completed": len(completed),
@@ -404,25 +429,30 @@ def summarize(results: list[dict], *, chunks: int, start_at: float, provider: di
         "chunks_lost": chunk_lost,
         "chunks_repeated": chunk_repeated,
         "snapshots": sum(r["snapshots"] for r in results),
-        "ttfe_p50_ms": round(percentile(ttfe, 50), 1),
-        "ttfe_p99_ms": round(percentile(ttfe, 99), 1),
+        "ttfe_p50_ms": _ms(ttfe, 50),
+        "ttfe_p95_ms": _ms(ttfe, 95),
+        "ttfe_p99_ms": _ms(ttfe, 99),
         "ttfe_max_ms": round(max(ttfe, default=0.0), 1),
-        "post_p50_ms": round(percentile(post, 50), 1),
-        "post_p99_ms": round(percentile(post, 99), 1),
-        "accepted_to_first_delta_p50_ms": round(percentile(accept_to_first, 50), 1),
-        "accepted_to_first_delta_p99_ms": round(percentile(accept_to_first, 99), 1),
-        "relay_p50_ms": round(percentile(relay, 50), 1),
-        "relay_p99_ms": round(percentile(relay, 99), 1),
+        "post_p50_ms": _ms(post, 50),
+        "post_p99_ms": _ms(post, 99),
+        "accepted_to_first_delta_p50_ms": _ms(accept_to_first, 50),
+        "accepted_to_first_delta_p99_ms": _ms(accept_to_first, 99),
+        "relay_p50_ms": _ms(relay, 50),
+        "relay_p95_ms": _ms(relay, 95),
+        "relay_p99_ms": _ms(relay, 99),
         "relay_max_ms": round(max(relay, default=0.0), 1),
-        "provider_to_publish_p50_ms": round(percentile(publish, 50), 1),
-        "provider_to_publish_p99_ms": round(percentile(publish, 99), 1),
-        "chunks_received": len(relay) + len(catchup),
+        "provider_to_publish_p50_ms": _ms(publish, 50),
+        "provider_to_publish_p99_ms": _ms(publish, 99),
+        "chunks_received": chunks_received,
+        "delta_events_received": deltas,
+        "events_per_token": round(deltas / chunks_received, 3) if chunks_received else 0.0,
         "chunks_caught_up": len(catchup),
-        "catchup_p99_ms": round(percentile(catchup, 99), 1),
+        "catchup_p99_ms": _ms(catchup, 99),
         "peak_streaming": peak_streaming,
         "all_done_s": round(max(ends, default=start_at) - start_at, 1),
         "provider_chunk_lag_p99_ms": round(provider["chunk_lag_p99_ms"], 1),
         "provider_abandoned": provider["abandoned"],
+        "relay_by_second": timeline,  # [second after start, chunks, p50 ms, p99 ms]
     }
 
 
@@ -436,14 +466,39 @@ def db_pool_env(setting: str) -> dict[str, str]:
     return {"DATABASE_POOL": "true", "DATABASE_POOL_MAX_SIZE": setting}
 
 
-def measure(
+# Process kinds whose CPU per relayed token is reported: the LLM workers
+# (llm, llm2 …), the processes serving the sockets, the web processes.
+def process_kind(name: str) -> str:
+    return name.rstrip("0123456789") or name
+
+
+@dataclass
+class Stack:
+    """The real stack of one ``--pool`` option, started once for all levels."""
+
+    option: str
+    processes: list[Process]
+    http_bases: list[str]
+    ws_bases: list[str]
+    tokens: list[str]  # API tokens of users not used yet (5 runs each)
+    database_url: str
+    log_dir: Path
+
+    def take_users(self, runs: int) -> list[str]:
+        count = math.ceil(runs / RUNS_PER_USER)
+        taken, self.tokens = self.tokens[:count], self.tokens[count:]
+        return taken
+
+
+def start_stack(
     option: str,
     args: argparse.Namespace,
     *,
     pg: PrivatePostgres,
     redis_server: PrivateRedis,
     provider_url: str,
-) -> dict:
+    users: int,
+) -> Stack:
     pool, _, concurrency = option.partition(":")
     concurrency = int(concurrency or 64)
     redis_url = redis_server.url(0)
@@ -461,10 +516,7 @@ def measure(
     )
     log_dir = Path(args.log_dir) / option.replace(":", "-")
     log_dir.mkdir(parents=True, exist_ok=True)
-    warm_users = max(1, math.ceil(args.warmup / RUNS_PER_USER))
-    tokens = make_tokens(
-        warm_users + math.ceil(args.runs / RUNS_PER_USER), option.replace(":", "-"), database_url, redis_url
-    )
+    tokens = make_tokens(users, option.replace(":", "-"), database_url, redis_url)
     processes: list[Process] = []
     try:
         # --llm N: the deployment's "one LLM worker per core" (a gevent
@@ -496,79 +548,111 @@ def measure(
         ws_ports = [free_port() for _ in range(args.ws)]
         for index, port in enumerate(ws_ports):
             processes.append(start_server(port=port, env=env, log_dir=log_dir, name=f"ws{index + 1}"))
-        http_bases = [f"http://127.0.0.1:{p}" for p in ports]
-        ws_bases = [f"ws://127.0.0.1:{p}" for p in (ws_ports or ports)]
-
-        warm_jobs = jobs_for(args.warmup, tokens[:warm_users], http_bases)
-        measured_jobs = jobs_for(args.runs, tokens[warm_users:], http_bases)
-        if warm_jobs:
-            warm, _, _ = drive(
-                warm_jobs,
-                procs=1,
-                http_bases=http_bases,
-                ws_bases=ws_bases,
-                ramp_s=1.0,
-                give_up_s=args.give_up,
-                lead_s=1.0,
-            )
-            done = sum(r["terminal"] == "run.completed" for r in warm)
-            print(f"[{option}] warm-up: {done}/{len(warm)} completed", file=sys.stderr)
-        time.sleep(1.0)
-
-        pids = {p.name: p.popen.pid for p in processes}
-        pids["provider"] = args.provider_pid
-        pids["postgres"] = int((pg.data / "postmaster.pid").read_text().split()[0])
-        pids["redis"] = redis_server.popen.pid
-        sampler = Sampler(
-            pids,
-            {
-                "postgres": pg.port,
-                "redis": redis_server.port,
-                "provider": int(provider_url.rsplit(":", 1)[1]),
-            },
-            pg.url("postgres"),
-        )
-        busy_start = machine_busy()
-        sampler.start()
-        profilers = start_profilers(processes, log_dir, args.profile) if args.profile else []
-        results, start_at, client_cpu_s = drive(
-            measured_jobs,
-            procs=args.client_procs,
-            http_bases=http_bases,
-            ws_bases=ws_bases,
-            ramp_s=args.ramp,
-            give_up_s=args.give_up,
-        )
-        sampler.stop()
-        busy_end = machine_busy()
-        for profiler in profilers:
-            profiler.wait(60)
-        stats = httpx.get(f"{provider_url}/stats", timeout=30).json()
-        with psycopg.connect(database_url) as conn:
-            run_status = dict(
-                conn.execute("SELECT status, count(*) FROM conversations_run GROUP BY 1").fetchall()
-            )
-        logs = "".join(p.log() for p in processes)
-    finally:
+    except BaseException:
         for proc in reversed(processes):
             proc.stop(30)
+        raise
+    return Stack(
+        option=option,
+        processes=processes,
+        http_bases=[f"http://127.0.0.1:{p}" for p in ports],
+        ws_bases=[f"ws://127.0.0.1:{p}" for p in (ws_ports or ports)],
+        tokens=tokens,
+        database_url=database_url,
+        log_dir=log_dir,
+    )
+
+
+def warm_up(stack: Stack, args: argparse.Namespace) -> None:
+    """A first wave: connections opened, code paths run, caches filled."""
+    if not args.warmup:
+        return
+    jobs = jobs_for(args.warmup, stack.take_users(args.warmup), stack.http_bases)
+    warm, _, _ = drive(
+        jobs,
+        procs=1,
+        http_bases=stack.http_bases,
+        ws_bases=stack.ws_bases,
+        ramp_s=1.0,
+        give_up_s=args.give_up,
+        lead_s=1.0,
+    )
+    done = sum(r["terminal"] == "run.completed" for r in warm)
+    print(f"[{stack.option}] warm-up: {done}/{len(warm)} completed", file=sys.stderr)
+    time.sleep(1.0)
+
+
+def measure_level(
+    stack: Stack,
+    runs: int,
+    args: argparse.Namespace,
+    *,
+    pg: PrivatePostgres,
+    redis_server: PrivateRedis,
+    provider_url: str,
+) -> dict:
+    """``runs`` runs started at once (or over ``--ramp``), each followed on
+    its own socket, with every process sampled meanwhile."""
+    jobs = jobs_for(runs, stack.take_users(runs), stack.http_bases)
+    pids = {p.name: p.popen.pid for p in stack.processes}
+    pids["provider"] = args.provider_pid
+    pids["postgres"] = int((pg.data / "postmaster.pid").read_text().split()[0])
+    pids["redis"] = redis_server.popen.pid
+    sampler = Sampler(
+        pids,
+        {
+            "postgres": pg.port,
+            "redis": redis_server.port,
+            "provider": int(provider_url.rsplit(":", 1)[1]),
+        },
+        pg.url("postgres"),
+    )
+    load_before = Path("/proc/loadavg").read_text().split()[:3]
+    busy_start = machine_busy()
+    sampler.start()
+    profilers = start_profilers(stack.processes, stack.log_dir, args.profile, runs) if args.profile else []
+    results, start_at, client_cpu_s = drive(
+        jobs,
+        procs=args.client_procs,
+        http_bases=stack.http_bases,
+        ws_bases=stack.ws_bases,
+        ramp_s=args.ramp,
+        give_up_s=args.give_up,
+    )
+    sampler.stop()
+    busy_end = machine_busy()
+    for profiler in profilers:
+        profiler.wait(60)
+    stats = httpx.get(f"{provider_url}/stats", params={"since": start_at - 0.5}, timeout=30).json()
+    with psycopg.connect(stack.database_url) as conn:
+        rows = conn.execute("SELECT status, count(*) FROM conversations_run GROUP BY 1").fetchall()
+        run_status = dict(rows)
+    logs = "".join(p.log() for p in stack.processes)
 
     window = busy_end[1] - busy_start[1]
     ours = sum(s.cpu_end - s.cpu_start for s in sampler.stats.values()) + client_cpu_s
-    summary = summarize(results, chunks=args.chunks, start_at=start_at, provider=stats)
+    summary = summarize(results, chunks=args.tokens, start_at=start_at, provider=stats)
+    processes = {
+        name: {
+            "peak_rss_mb": round(s.peak_rss / 2**20, 1),
+            "peak_threads": s.peak_threads,
+            "peak_connections": dict(s.peak_conns),
+            "cpu_s": round(s.cpu_end - s.cpu_start, 2),
+        }
+        for name, s in sampler.stats.items()
+    }
+    cpu_by_kind: Counter = Counter()
+    for name, stats_ in processes.items():
+        cpu_by_kind[process_kind(name)] += stats_["cpu_s"]
+    cpu_by_kind["clients"] = client_cpu_s
+    received = summary["chunks_received"] or 1
     return {
-        "option": option,
+        "option": stack.option,
+        "level": runs,
         **summary,
         "db_run_status": run_status,
-        "processes": {
-            name: {
-                "peak_rss_mb": round(s.peak_rss / 2**20, 1),
-                "peak_threads": s.peak_threads,
-                "peak_connections": dict(s.peak_conns),
-                "cpu_s": round(s.cpu_end - s.cpu_start, 1),
-            }
-            for name, s in sampler.stats.items()
-        },
+        "processes": processes,
+        "cpu_us_per_token": {kind: round(cpu * 1e6 / received) for kind, cpu in sorted(cpu_by_kind.items())},
         "pg_stat_activity_peak": sampler.pg_peak_total,
         "pg_stat_activity_peak_by_state": dict(sampler.pg_peak),
         "window_s": round(window / os.cpu_count(), 1),
@@ -580,11 +664,14 @@ def measure(
             "Exception in ASGI application": logs.count("Exception in ASGI application"),
             "too many clients": logs.count("too many clients"),
         },
-        "log_dir": str(log_dir),
+        "log_dir": str(stack.log_dir),
+        "loadavg_before": load_before,
     }
 
 
-def start_profilers(processes: list[Process], log_dir: Path, seconds: float) -> list[subprocess.Popen]:
+def start_profilers(
+    processes: list[Process], log_dir: Path, seconds: float, level: int
+) -> list[subprocess.Popen]:
     """py-spy (if installed) samples the web and LLM worker processes for the
     first ``seconds`` of the load; the output is in the log directory.
 
@@ -611,7 +698,7 @@ def start_profilers(processes: list[Process], log_dir: Path, seconds: float) -> 
                 "--nonblocking",
                 "--gil",
                 "--output",
-                str(log_dir / f"profile-{p.name}.txt"),
+                str(log_dir / f"profile-{p.name}-c{level}.txt"),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -629,7 +716,23 @@ def table(reports: list[dict]) -> str:
             lambda r: f"{r['seq_lost']} / {r['seq_repeated']} ({r['chunks_lost']} / {r['chunks_repeated']})",
         ),
         ("close codes", lambda r: ", ".join(f"{k}×{v}" for k, v in r["close_codes"].items())),
-        ("ttfe p50 / p99", lambda r: f"{r['ttfe_p50_ms']:.0f} / {r['ttfe_p99_ms']:.0f} ms"),
+        (
+            "relay p50 / p95 / p99 / max",
+            lambda r: f"{r['relay_p50_ms']:.0f} / {r['relay_p95_ms']:.0f} / {r['relay_p99_ms']:.0f} / "
+            f"{r['relay_max_ms']:.0f} ms",
+        ),
+        (
+            "  provider → publish p50 / p99",
+            lambda r: f"{r['provider_to_publish_p50_ms']:.0f} / {r['provider_to_publish_p99_ms']:.0f} ms",
+        ),
+        (
+            "  chunks emitted before their socket opened, sent on connect (p99 after emit)",
+            lambda r: f"{r['chunks_caught_up']} ({r['catchup_p99_ms']:.0f} ms)",
+        ),
+        (
+            "time to first event p50 / p95 / p99",
+            lambda r: f"{r['ttfe_p50_ms']:.0f} / {r['ttfe_p95_ms']:.0f} / {r['ttfe_p99_ms']:.0f} ms",
+        ),
         ("  POST → 202 p50 / p99", lambda r: f"{r['post_p50_ms']:.0f} / {r['post_p99_ms']:.0f} ms"),
         (
             "  202 → first delta p50 / p99",
@@ -637,19 +740,22 @@ def table(reports: list[dict]) -> str:
                 f"{r['accepted_to_first_delta_p50_ms']:.0f} / {r['accepted_to_first_delta_p99_ms']:.0f} ms"
             ),
         ),
-        ("relay p50 / p99", lambda r: f"{r['relay_p50_ms']:.0f} / {r['relay_p99_ms']:.0f} ms"),
         (
-            "  chunks emitted before their socket opened, sent on connect (p99 after emit)",
-            lambda r: f"{r['chunks_caught_up']} ({r['catchup_p99_ms']:.0f} ms)",
-        ),
-        (
-            "  provider → publish p50 / p99",
-            lambda r: f"{r['provider_to_publish_p50_ms']:.0f} / {r['provider_to_publish_p99_ms']:.0f} ms",
+            "tokens relayed, delta events per token",
+            lambda r: f"{r['chunks_received']}, {r['events_per_token']:.2f}",
         ),
         ("peak runs streaming at once", lambda r: str(r["peak_streaming"])),
         ("last delta after start", lambda r: f"{r['all_done_s']} s"),
+        ("provider's own lateness p99", lambda r: f"{r['provider_chunk_lag_p99_ms']:.0f} ms"),
         ("pg_stat_activity peak", lambda r: str(r["pg_stat_activity_peak"])),
     ]
+    kinds = sorted({k for r in reports for k in r["cpu_us_per_token"]})
+    rows.append(
+        (
+            "CPU µs per relayed token: " + ", ".join(kinds),
+            lambda r: ", ".join(str(r["cpu_us_per_token"].get(k, 0)) for k in kinds),
+        )
+    )
     names = sorted({n for r in reports for n in r["processes"]})
     for name in names:
         rows.append(
@@ -671,7 +777,6 @@ def table(reports: list[dict]) -> str:
                 ),
             )
         )
-    rows.append(("clients CPU s", lambda r: str(r["clients_cpu_s"])))
     rows.append(
         (
             "machine CPU busy / benchmark's CPU (window × cores)",
@@ -681,16 +786,27 @@ def table(reports: list[dict]) -> str:
         )
     )
     lines = [
-        "| measure | " + " | ".join(r["option"] for r in reports) + " |",
+        "| measure | " + " | ".join(f"{r['option']}, {r['level']} runs" for r in reports) + " |",
         "|---|" + "---|" * len(reports),
     ]
     lines += [f"| {label} | " + " | ".join(fn(r) for r in reports) + " |" for label, fn in rows]
     return "\n".join(lines)
 
 
+def parse_levels(text: str) -> list[int]:
+    """``--runs 1,20,100``: the levels measured one after another."""
+    levels = [int(part) for part in text.split(",") if part.strip()]
+    if not levels or any(level < 1 for level in levels):
+        raise argparse.ArgumentTypeError("--runs takes run counts ≥ 1, comma-separated (e.g. 1,20,100)")
+    return [min(level, MAX_RUNS) for level in levels]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=500)
+    parser.add_argument(
+        "--runs", type=parse_levels, default=[100],
+        help="concurrent runs; several levels comma-separated, measured in turn on one stack (1,20,100)",
+    )
     parser.add_argument(
         "--pool", action="append", help="LLM worker pool:concurrency, repeatable (default gevent:1000)"
     )
@@ -698,8 +814,9 @@ def main() -> None:
     parser.add_argument("--web", type=int, default=1, help="web processes (runs spread over them)")
     parser.add_argument("--ws", type=int, default=0,
                         help="processes serving only the run sockets (0: the web processes serve them)")
-    parser.add_argument("--chunks", type=int, default=40, help="content chunks per answer")
-    parser.add_argument("--duration", type=float, default=2.0, help="seconds each answer streams")
+    parser.add_argument("--tokens-per-s", type=float, default=50.0,
+                        help="the model's pace: one SSE chunk per token, this many a second")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds each answer streams")
     parser.add_argument(
         "--ramp", type=float, default=0.0, help="spread the runs' starts over this many seconds"
     )
@@ -713,14 +830,14 @@ def main() -> None:
     add_env_argument(parser)
     parser.add_argument("--give-up", type=float, default=180.0)
     parser.add_argument(
-        "--profile", type=float, default=0.0, help="py-spy the web and LLM processes this long"
+        "--profile", type=float, default=0.0, help="py-spy the web and LLM processes this long at each level"
     )
     parser.add_argument(
         "--log-dir", default="", help="process logs and profiles (default: a new temporary directory)"
     )
     parser.add_argument("--json", default="", help="also write the reports to this file")
     args = parser.parse_args()
-    args.runs = min(args.runs, MAX_RUNS)
+    args.tokens = max(2, round(args.tokens_per_s * args.duration))
     args.log_dir = args.log_dir or tempfile.mkdtemp(prefix="chatforge-load-")
     Path(args.log_dir).mkdir(parents=True, exist_ok=True)
     options = args.pool or ["gevent:1000"]
@@ -734,16 +851,17 @@ def main() -> None:
             "bench.load_provider",
             "--port",
             str(provider_port),
-            "--chunks",
-            str(args.chunks),
-            "--duration",
-            str(args.duration),
+            "--tokens",
+            str(args.tokens),
+            "--tokens-per-s",
+            str(args.tokens_per_s),
         ],
         base_env(),
         Path(args.log_dir),
     )
     args.provider_pid = provider.popen.pid
     provider_url = f"http://127.0.0.1:{provider_port}"
+    users = math.ceil(args.warmup / RUNS_PER_USER) + sum(math.ceil(n / RUNS_PER_USER) for n in args.runs)
     reports = []
     try:
         wait_for(
@@ -754,18 +872,29 @@ def main() -> None:
         )
         with private_postgres(max_connections=args.pg_max_connections) as pg, private_redis() as redis_server:
             for option in options:
-                load_before = Path("/proc/loadavg").read_text().split()[:3]
-                report = measure(option, args, pg=pg, redis_server=redis_server, provider_url=provider_url)
-                report["loadavg_before"] = load_before
-                reports.append(report)
-                print(json.dumps(report, indent=2), flush=True)
+                stack = start_stack(
+                    option, args, pg=pg, redis_server=redis_server, provider_url=provider_url, users=users
+                )
+                try:
+                    warm_up(stack, args)
+                    for runs in args.runs:
+                        report = measure_level(
+                            stack, runs, args, pg=pg, redis_server=redis_server, provider_url=provider_url
+                        )
+                        reports.append(report)
+                        print(json.dumps(report, indent=2), flush=True)
+                        time.sleep(2.0)  # the last runs' finalize and sockets closing
+                finally:
+                    for proc in reversed(stack.processes):
+                        proc.stop(30)
     finally:
         provider.stop()
     header = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "runs": args.runs,
-        "chunks": args.chunks,
+        "tokens_per_s": args.tokens_per_s,
+        "tokens": args.tokens,
         "duration_s": args.duration,
         "ramp_s": args.ramp,
         "llm": args.llm,

@@ -13,13 +13,13 @@ measured end to end, provider emit → websocket receipt, on one machine clock.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 import httpx
+import orjson
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -48,9 +48,11 @@ class RunResult:
     # opened (live relay); chunks emitted earlier (while the client still
     # waited for its 202, or for the handshake) are sent on connect: catch-up.
     relay_ms: list[float] = field(default_factory=list)
+    relay_at: list[float] = field(default_factory=list)  # each relay_ms value's emit time (unix)
     catchup_ms: list[float] = field(default_factory=list)
     publish_ms: list[float] = field(default_factory=list)  # provider emit → event "ts" (worker publish)
     snapshots: int = 0
+    deltas: int = 0  # content.delta events received (a coalesced one carries several chunks)
 
 
 def _iso(ts: str) -> float:
@@ -72,20 +74,23 @@ async def _follow(result: RunResult, ws_url: str, headers: dict[str, str], give_
                 try:
                     async for message in ws:
                         received = time.time()
-                        event = json.loads(message)
+                        event = orjson.loads(message)
                         result.seqs.append(event.get("seq", -1))
                         kind = event.get("type")
                         if kind == "content.delta":
                             if not result.first_delta_at:
                                 result.first_delta_at = received
                             result.last_delta_at = received
+                            result.deltas += 1
                             published = _iso(event["ts"])
                             for index, emitted in _CHUNK.findall(event["data"].get("text", "")):
                                 result.chunks.append(int(index))
-                                live = float(emitted) >= result.opened_at
-                                (result.relay_ms if live else result.catchup_ms).append(
-                                    (received - float(emitted)) * 1000
-                                )
+                                emitted_at = float(emitted)
+                                if emitted_at >= result.opened_at:
+                                    result.relay_ms.append((received - emitted_at) * 1000)
+                                    result.relay_at.append(emitted_at)
+                                else:
+                                    result.catchup_ms.append((received - emitted_at) * 1000)
                                 result.publish_ms.append((published - float(emitted)) * 1000)
                         elif kind == "snapshot":
                             result.snapshots += 1

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, Run
 from chatforge.conversations.selectors import conversations_of, run_of
+from orchestration.event_log import codec
 from orchestration.events import TERMINAL_TYPES
 from chatforge.errors import ChatForgeError
 from chatforge.observability import record
@@ -87,7 +88,7 @@ class _EventSocket(ManagedSocket):
     async def _stream_run(self, run_id: str, after: int) -> bool:
         """Send the run's events; True when its terminal event was sent."""
         async for event in run_events(run_id, after=after):
-            await self.send(text_data=json.dumps(event, ensure_ascii=False))
+            await self.send(text_data=codec.text(event))
             record.event_relayed(event)
             if event["type"] in TERMINAL_TYPES:
                 return True

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -26,6 +25,7 @@ from chatforge.api.errors import error_body
 from chatforge.conversations.selectors import run_of
 from chatforge.observability import record
 from chatforge.runtime.db_connections import db_sync_to_async
+from orchestration.event_log import codec
 from orchestration.event_log.base import Event
 
 from .resume import parse_resume_point
@@ -81,8 +81,7 @@ def _resume_point(request: HttpRequest) -> int:
 
 
 def format_event(event: Event) -> bytes:
-    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
-    return f"id: {event['seq']}\nevent: {event['type']}\ndata: {data}\n\n".encode()
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (event["seq"], event["type"].encode(), codec.encode(event))
 
 
 async def with_keepalive(events: AsyncIterator[Event], *, interval_s: float = KEEPALIVE_S) -> AsyncIterator[bytes]:

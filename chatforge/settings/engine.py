@@ -21,10 +21,15 @@ OLLAMA_BASE_URL: str = env.str("OLLAMA_BASE_URL", default="http://localhost:1143
 CHATFORGE_LLM_TIMEOUT_S: float = env.float("CHATFORGE_LLM_TIMEOUT_S", default=600.0)
 # A stream that sends nothing for this long is stalled: the turn is retried.
 CHATFORGE_LLM_IDLE_TIMEOUT_S: float = env.float("CHATFORGE_LLM_IDLE_TIMEOUT_S", default=60.0)
-# Streaming deltas arriving within this many ms of the turn's last publish
-# are merged into one event (orchestration/services/delta_coalescer.py);
-# a delta waits at most ~1.5x this. 0: every delta is published at once.
+# A streaming turn publishes at most one delta event per window, merging the
+# deltas that arrive meanwhile (orchestration/services/delta_coalescer.py).
+# The window is the turns streaming in the process divided by
+# CHATFORGE_DELTA_EVENTS_PER_S, between CHATFORGE_DELTA_COALESCE_MS (a turn
+# alone) and CHATFORGE_DELTA_COALESCE_MAX_MS (the longest any delta waits,
+# plus the flusher's lateness). Both 0: every delta is published at once.
 CHATFORGE_DELTA_COALESCE_MS: float = env.float("CHATFORGE_DELTA_COALESCE_MS", default=10.0)
+CHATFORGE_DELTA_COALESCE_MAX_MS: float = env.float("CHATFORGE_DELTA_COALESCE_MAX_MS", default=100.0)
+CHATFORGE_DELTA_EVENTS_PER_S: float = env.float("CHATFORGE_DELTA_EVENTS_PER_S", default=2500.0)
 # Attempts of one model turn for transient failures (rate limits, overload,
 # 5xx, connection trouble, stalls), with exponential backoff between them;
 # a provider's own Retry-After is honoured up to CHATFORGE_LLM_RETRY_MAX_WAIT_S.

@@ -17,7 +17,6 @@ send a snapshot (``chatforge/realtime/streams.py``).
 from __future__ import annotations
 
 import asyncio
-import json
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -26,6 +25,7 @@ import redis
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 
+from . import codec
 from .append_group import AppendGroup
 from .base import Event, FreshLogPolicy, LogInfo, PendingAppend
 from .stream_follower import StreamFollower
@@ -88,7 +88,7 @@ def _decode(entries: list) -> list[Event]:
     events: list[Event] = []
     for entry_id, fields in entries:
         payload = fields.get(b"e") if b"e" in fields else fields.get("e")
-        event = json.loads(payload)
+        event = codec.decode(payload)
         events.append({"seq": _seq_of(entry_id), **event})
     return events
 
@@ -151,7 +151,7 @@ class RedisStreamEventLog:
 
     def _args(self, event: Event, dedupe_key: str | None, terminal: bool) -> list:
         return [
-            json.dumps(event, separators=(",", ":"), ensure_ascii=False),
+            codec.encode(event),
             dedupe_key or "",
             "1" if terminal else "0",
             self._max_len,

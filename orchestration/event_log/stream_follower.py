@@ -76,6 +76,12 @@ class _Followed:
     read_number: int = -1
 
 
+def _time_out(future: asyncio.Future[list[Event]]) -> None:
+    """A blocking read's time is up with nothing new: it returns no events."""
+    if not future.done():
+        future.set_result([])
+
+
 def _after(events: list[Event], after: int, count: int) -> list[Event]:
     return [event for event in events if event["seq"] > after][:count]
 
@@ -128,14 +134,18 @@ class StreamFollower:
                 return events
             # Forgotten meanwhile (a read that took longer than linger_s)?
             followed = self._streams.setdefault(key, followed)
-        waiter = _Waiter(after=after, count=count, future=asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(after=after, count=count, future=loop.create_future())
         followed.waiters.append(waiter)
+        # One timer on the waiter's own future, not asyncio.wait_for (which
+        # adds a second future and callbacks): a reader waits once per event
+        # relayed, thousands of times a second in a busy web process.
+        timer = loop.call_later(block_ms / 1000, _time_out, waiter.future)
         try:
             self._cover(followed, after)
-            return await asyncio.wait_for(waiter.future, block_ms / 1000)
-        except TimeoutError:
-            return []
+            return await waiter.future
         finally:
+            timer.cancel()
             if waiter in followed.waiters:
                 followed.waiters.remove(waiter)
 

@@ -6,11 +6,13 @@ The HTTP connection pool underneath is the process's (``shared_http.py``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx2
 import openai
 
+from . import sse
 from .connection_reuse import drain_on_close
 from .shared_http import shared_http_client
 
@@ -63,21 +65,67 @@ def as_built_body(params: dict[str, Any]) -> dict[str, Any]:
     return {**required, "extra_body": body}
 
 
+class JsonEventStream(openai.Stream[Any]):
+    """The SDK's stream with a leaner decoding of its events.
+
+    The SDK builds it (``stream_cls``) and owns the response; this reads
+    the response's bytes through ``sse.SseDecoder`` and parses each event
+    with orjson, instead of the SDK's line-by-line decoder and its per-event
+    type checks (about a quarter of a token's CPU in the LLM worker:
+    docs/performance.md). What the SDK's stream does beyond decoding is
+    kept: it stops at ``[DONE]``, an event carrying ``error`` raises
+    ``openai.APIError`` with its message, transport failures become
+    ``APITimeoutError`` / ``APIConnectionError``, and the response is closed
+    however the iteration ends."""
+
+    def __stream__(self) -> Iterator[Any]:
+        response = self.response
+        # Held in a local until the response is closed: a loop's own
+        # iterator is closed at its ``break``, and closing it there would
+        # mark the body as failed (connection_reuse.py) before the close
+        # that drains it and keeps the connection.
+        events = self._json_events()
+        try:
+            for _, data in events:
+                if data.startswith(b"[DONE]"):
+                    break
+                value = sse.loads(data)
+                if isinstance(value, dict) and value.get("error"):
+                    raise openai.APIError(message=_error_message(value["error"]), request=response.request,
+                                          body=value["error"])
+                yield value
+        finally:
+            response.close()
+
+    def _json_events(self) -> Iterator[sse.Event]:
+        try:
+            yield from sse.SseDecoder().events(self.response.iter_bytes())
+        except httpx2.TimeoutException as err:
+            raise openai.APITimeoutError(request=self.response.request) from err
+        except httpx2.RequestError as err:
+            raise openai.APIConnectionError(request=self.response.request) from err
+
+
+def _error_message(error: Any) -> str:
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) and message else "An error occurred during streaming"
+
+
 def stream_json_events(client: openai.OpenAI, path: str, body: dict[str, Any]) -> openai.Stream[Any]:
     """POST ``body`` as given and stream its events as plain JSON values.
 
     This is the SDK's own generic request method (``client.post``, its way
     to reach endpoints it has no typed method for), so the request, the
-    authentication, the SSE framing, an ``error`` event mid-stream and
-    every failure are the SDK's as with ``chat.completions.create``; only
-    the events are not turned into its typed models (``cast_to=object``).
-    Building those objects cost about 5 ms of CPU per streamed turn (a few
-    dozen chunks), and the adapter reads each event's fields once."""
+    authentication, the HTTP errors and the stream's end and failures are
+    the SDK's as with ``chat.completions.create``; the events are not
+    turned into its typed models (``cast_to=object``: building those cost
+    about 5 ms of CPU per streamed turn of a few dozen chunks) and are
+    decoded by ``JsonEventStream``."""
     return client.post(
         path,
         cast_to=object,
         body=body,
         options={"security": {"bearer_auth": True}},
         stream=True,
-        stream_cls=openai.Stream[object],
+        stream_cls=JsonEventStream,
     )

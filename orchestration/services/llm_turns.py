@@ -38,7 +38,7 @@ from .approvals import announce_requests, approval_deadline
 from .claims import claim_turn, extras_of, mark_run_running, release_turn
 from .client_tools import client_tool_names
 from .cancel_watch import CHECK_INTERVAL_S, cancel_watch
-from .delta_coalescer import coalescer_for
+from .delta_coalescer import WindowPolicy, coalescer_for
 from .finalize import Outcome, run_finalize, step_must_stop
 from .heartbeat import step_lease
 from .ledger import ref
@@ -74,11 +74,12 @@ def _emit_tool_call_events(run: Run, invocations: list[ToolInvocation]) -> None:
         )
 
 
-def _delta_publisher(r: events.RunRef):
-    def publish(kind: str, text: str) -> None:
-        (events.content_delta if kind == "content" else events.reasoning_delta)(r, text=text)
-
-    return publish
+def _delta_window() -> WindowPolicy:
+    return WindowPolicy.from_ms(
+        min_ms=settings.CHATFORGE_DELTA_COALESCE_MS,
+        max_ms=settings.CHATFORGE_DELTA_COALESCE_MAX_MS,
+        events_per_s=settings.CHATFORGE_DELTA_EVENTS_PER_S,
+    )
 
 
 def _stream(run: Run, provider: ChatProvider, request: TurnRequest, *, provider_kind: str = "") -> _Streamed:
@@ -95,7 +96,7 @@ def _stream(run: Run, provider: ChatProvider, request: TurnRequest, *, provider_
     cancelled = False
     first_token = True
     try:
-        with coalescer_for(_delta_publisher(r), window_ms=settings.CHATFORGE_DELTA_COALESCE_MS) as deltas:
+        with coalescer_for(r, events.deltas, policy=_delta_window()) as deltas:
             for item in stream:
                 if first_token and isinstance(item, (TextDelta, ReasoningDelta)):
                     first_token = False

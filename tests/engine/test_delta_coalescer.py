@@ -1,126 +1,318 @@
-"""Deltas that arrive together go out as one event; none is held longer
-than the bound, none is lost or reordered, and a failure in the flusher
-reaches the streaming loop."""
+"""A turn publishes at most one delta event per window; the window widens
+with the turns streaming in the process; no delta waits longer than its
+window (plus the flusher's lateness); nothing is lost, repeated or
+reordered; the flusher publishes every due turn in one call; and a failure
+in the flusher reaches the streaming loop.
+
+Time is a fake clock the tests move, and the flusher's step
+(``Flusher.flush_due``) is called by the test, so no assertion depends on
+how fast this machine is. One test runs the real flusher thread and waits
+on an event for its publish."""
 
 from __future__ import annotations
 
 import threading
-import time
+import uuid
 
 import pytest
+from django.db import transaction
 
-from orchestration.services.delta_coalescer import DeltaCoalescer, coalescer_for
+from orchestration import events
+from orchestration.event_log import get_event_log, reset_event_log
+from orchestration.services.delta_coalescer import (
+    Delta,
+    DeltaCoalescer,
+    Flusher,
+    WindowPolicy,
+    coalescer_for,
+)
 
-WINDOW_MS = 40  # wide enough that "together" is unambiguous on a busy machine
+MS = 0.001
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, ms: float) -> None:
+        self.now += ms * MS
 
 
 class Sink:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, float]] = []
+    """A publisher that records each call (one call = one round trip) with
+    the fake time it happened at."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.calls: list[tuple[float, list[Delta]]] = []
+        self.clock = clock
         self.lock = threading.Lock()
+        self.published = threading.Event()
 
-    def __call__(self, kind: str, text: str) -> None:
+    def __call__(self, batch) -> None:
         with self.lock:
-            self.events.append((kind, text, time.monotonic()))
+            self.calls.append((self.clock() if self.clock else 0.0, list(batch)))
+        self.published.set()
 
-    def texts(self) -> list[tuple[str, str]]:
-        return [(kind, text) for kind, text, _ in self.events]
+    def events(self, target=None) -> list[tuple[str, str]]:
+        return [
+            (d.kind, d.text) for _, batch in self.calls for d in batch if target is None or d.target == target
+        ]
+
+    def text(self, target=None) -> str:
+        return "".join(text for _, text in self.events(target))
 
 
-def test_a_burst_becomes_one_event_after_the_first():
-    sink = Sink()
-    with coalescer_for(sink, window_ms=WINDOW_MS) as deltas:
+def policy(min_ms: float = 10, max_ms: float = 100, events_per_s: float = 1000) -> WindowPolicy:
+    return WindowPolicy.from_ms(min_ms=min_ms, max_ms=max_ms, events_per_s=events_per_s)
+
+
+def turn(sink: Sink, clock: Clock, flusher: Flusher | None, target="run", **window) -> DeltaCoalescer:
+    return DeltaCoalescer(target, sink, policy=policy(**window), flusher=flusher, clock=clock)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def test_the_window_widens_with_the_turns_streaming_and_stays_within_its_bounds():
+    window = policy(min_ms=10, max_ms=100, events_per_s=1000)
+    assert window.window(1) == pytest.approx(0.010)  # a turn alone: the narrow window
+    assert window.window(40) == pytest.approx(0.040)  # 40 turns share 1,000 events a second
+    assert window.window(5000) == pytest.approx(0.100)  # never beyond the maximum
+    assert not policy(min_ms=0, max_ms=0).merges
+
+
+def test_the_first_delta_goes_out_at_once_and_a_burst_after_it_becomes_one_event(clock):
+    sink = Sink(clock)
+    with turn(sink, clock, Flusher(sink, clock=clock, background=False)) as deltas:
         for word in ["a", "b", "c", "d"]:
             deltas.add("content", word)
-    assert sink.texts() == [("content", "a"), ("content", "bcd")]
+        assert sink.events() == [("content", "a")]
+    assert sink.events() == [("content", "a"), ("content", "bcd")]
 
 
-def test_a_held_delta_goes_out_without_a_next_one():
-    """The stream goes quiet after a burst: the flusher sends the held text."""
-    sink = Sink()
-    with coalescer_for(sink, window_ms=WINDOW_MS) as deltas:
+def test_tokens_at_a_models_pace_are_merged_once_the_process_is_busy(clock):
+    """50 tokens/s (20 ms apart): alone, every token is its own event; with
+    40 turns streaming in the process (window 40 ms) two go in each."""
+    sink = Sink(clock)
+    flusher = Flusher(sink, clock=clock, background=False)
+    others = [turn(Sink(clock), clock, flusher, target=i) for i in range(39)]
+
+    with turn(sink, clock, flusher) as alone:
+        for i in range(10):
+            alone.add("content", f"{i} ")
+            clock.advance(20)
+    assert len(sink.events()) == 10
+
+    busy_sink = Sink(clock)
+    for other in others:
+        other.__enter__()
+    with turn(busy_sink, clock, flusher) as busy:
+        assert busy.window() == pytest.approx(0.040)
+        for i in range(10):
+            busy.add("content", f"{i} ")
+            clock.advance(20)
+    assert busy_sink.text() == "".join(f"{i} " for i in range(10))
+    assert len(busy_sink.events()) == 6  # the first at once, then one per 40 ms
+
+
+def test_no_delta_waits_longer_than_its_window(clock):
+    """Tokens at uneven gaps, the flusher stepped every ms: every token is
+    published within the window of its arrival."""
+    sink = Sink(clock)
+    flusher = Flusher(sink, clock=clock, background=False)
+    gaps = [1, 3, 7, 30, 2, 2, 2, 45, 9, 1, 60, 5] * 5
+    arrived: dict[str, float] = {}
+    with turn(sink, clock, flusher, min_ms=25, max_ms=25) as deltas:
+        for i, gap in enumerate(gaps):
+            arrived[f"<{i}>"] = clock()
+            deltas.add("content", f"<{i}>")
+            for _ in range(gap):
+                clock.advance(1)
+                flusher.flush_due()
+    published_at = {}
+    for at, batch in sink.calls:
+        for delta in batch:
+            for token in delta.text.replace("><", ">\n<").split("\n"):
+                published_at[token] = at
+    assert set(published_at) == set(arrived)
+    assert max(published_at[t] - arrived[t] for t in arrived) <= 0.025 + 1e-9
+    assert len(sink.calls) < len(gaps)
+
+
+def test_a_quiet_turns_held_text_is_published_by_the_flusher_when_its_window_passes(clock):
+    sink = Sink(clock)
+    flusher = Flusher(sink, clock=clock, background=False)
+    with turn(sink, clock, flusher, min_ms=40, max_ms=40) as deltas:
         deltas.add("content", "first")
-        held_at = time.monotonic()
+        clock.advance(5)
         deltas.add("content", "second")
-        deadline = time.monotonic() + 5
-        while len(sink.events) < 2 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert sink.texts() == [("content", "first"), ("content", "second")]
-        assert sink.events[1][2] - held_at >= WINDOW_MS / 1000 * 0.9  # held for the window, then sent
+        clock.advance(34)
+        assert flusher.flush_due() == 0 and sink.events() == [("content", "first")]
+        assert flusher.next_due_in() == pytest.approx(0.001)
+        clock.advance(1)
+        assert flusher.flush_due() == 1
+        assert sink.events() == [("content", "first"), ("content", "second")]
+        assert flusher.next_due_in() is None  # nothing held: the flusher sleeps
 
 
-def test_kinds_are_never_merged_and_keep_their_order():
-    sink = Sink()
-    with coalescer_for(sink, window_ms=WINDOW_MS) as deltas:
+def test_the_flusher_publishes_every_due_turn_in_one_call(clock):
+    sink = Sink(clock)
+    flusher = Flusher(sink, clock=clock, background=False)
+    turns = [turn(sink, clock, flusher, target=f"run{i}", min_ms=20, max_ms=20) for i in range(5)]
+    for i, deltas in enumerate(turns):
+        deltas.__enter__()
+        deltas.add("content", f"{i}a")
+        deltas.add("content", f"{i}b")
+    calls_before = len(sink.calls)
+    clock.advance(20)
+    assert flusher.flush_due() == 5
+    assert len(sink.calls) == calls_before + 1  # one round trip for all five
+    for i, deltas in enumerate(turns):
+        assert sink.text(f"run{i}") == f"{i}a{i}b"
+        deltas.__exit__(None, None, None)
+
+
+def test_kinds_are_never_merged_and_keep_their_order(clock):
+    sink = Sink(clock)
+    with turn(sink, clock, Flusher(sink, clock=clock, background=False), min_ms=40, max_ms=40) as deltas:
         deltas.add("reasoning", "think ")
         deltas.add("reasoning", "more ")
         deltas.add("content", "An")
         deltas.add("content", "swer")
-    assert sink.texts() == [("reasoning", "think "), ("reasoning", "more "), ("content", "Answer")]
+    assert sink.events() == [("reasoning", "think "), ("reasoning", "more "), ("content", "Answer")]
 
 
-def test_spaced_deltas_are_published_at_once():
+def test_without_a_window_every_delta_is_published_at_once():
     sink = Sink()
-    with coalescer_for(sink, window_ms=WINDOW_MS) as deltas:
-        for word in ["x", "y"]:
-            deltas.add("content", word)
-            assert sink.texts()[-1] == ("content", word)
-            time.sleep(WINDOW_MS / 1000 * 1.5)
-
-
-def test_zero_window_publishes_every_delta():
-    sink = Sink()
-    with coalescer_for(sink, window_ms=0) as deltas:
+    with coalescer_for("run", sink, policy=policy(min_ms=0, max_ms=0)) as deltas:
         for word in ["a", "b", "c"]:
             deltas.add("content", word)
-    assert sink.texts() == [("content", "a"), ("content", "b"), ("content", "c")]
+    assert sink.events() == [("content", "a"), ("content", "b"), ("content", "c")]
 
 
-def test_a_failure_in_the_flusher_is_raised_in_the_streaming_loop():
+def test_a_failure_in_the_flusher_is_raised_in_the_streaming_loop(clock):
     class Unreachable(Exception):
         pass
 
     calls = []
 
-    def failing(kind: str, text: str) -> None:
-        calls.append(text)
+    def failing(batch) -> None:
+        calls.append(batch)
         if len(calls) > 1:
             raise Unreachable("event log down")
 
-    deltas = coalescer_for(failing, window_ms=WINDOW_MS)
+    flusher = Flusher(failing, clock=clock, background=False)
+    deltas = DeltaCoalescer("run", failing, policy=policy(min_ms=40, max_ms=40), flusher=flusher, clock=clock)
     with pytest.raises(Unreachable), deltas:
         deltas.add("content", "sent")
-        deltas.add("content", "held")  # the flusher's publish fails
-        deadline = time.monotonic() + 5
-        while len(calls) < 2 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        deltas.add("content", "held")
+        clock.advance(40)
+        flusher.flush_due()  # its publish fails
         deltas.add("content", "next")
 
 
-def test_many_turns_at_once_lose_nothing():
-    sinks = [Sink() for _ in range(20)]
+def test_the_flusher_skips_a_turn_whose_own_thread_is_publishing_and_comes_back(clock):
+    sink = Sink(clock)
+    flusher = Flusher(sink, clock=clock, background=False)
+    deltas = turn(sink, clock, flusher, min_ms=20, max_ms=20).__enter__()
+    deltas.add("content", "a")
+    deltas.add("content", "b")
+    clock.advance(20)
+    with deltas._lock:  # as while its thread waits on its own publish
+        assert flusher.flush_due() == 0
+    assert flusher.next_due_in() == pytest.approx(Flusher.RETRY_S)
+    clock.advance(Flusher.RETRY_S / MS)
+    assert flusher.flush_due() == 1
+    assert sink.text() == "ab"
+    deltas.__exit__(None, None, None)
 
-    def stream(sink: Sink) -> None:
-        with coalescer_for(sink, window_ms=5) as deltas:
-            for i in range(200):
+
+def test_the_flusher_thread_publishes_held_text_without_a_next_delta():
+    """The real thread and clock: the stream goes quiet after a burst."""
+    sink = Sink()
+    with coalescer_for("run", sink, policy=policy(min_ms=20, max_ms=20)) as deltas:
+        deltas.add("content", "first")
+        sink.published.clear()
+        deltas.add("content", "second")
+        assert sink.published.wait(10), "the flusher never published the held text"
+        assert sink.events() == [("content", "first"), ("content", "second")]
+
+
+def test_many_turns_on_threads_lose_nothing_and_keep_their_order():
+    sink = Sink()
+    start = threading.Barrier(20)
+
+    def stream(target: int) -> None:
+        start.wait()
+        with coalescer_for(target, sink, policy=policy(min_ms=5, max_ms=5)) as deltas:
+            for i in range(300):
                 deltas.add("content", f"{i},")
-                if i % 17 == 0:
-                    time.sleep(0.002)
 
-    threads = [threading.Thread(target=stream, args=(sink,)) for sink in sinks]
+    threads = [threading.Thread(target=stream, args=(n,)) for n in range(20)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(30)
-    expected = "".join(f"{i}," for i in range(200))
-    for sink in sinks:
-        assert "".join(text for _, text in sink.texts()) == expected
-        assert len(sink.events) < 200
+        thread.join(60)
+    expected = "".join(f"{i}," for i in range(300))
+    for n in range(20):
+        assert sink.text(n) == expected
+    assert len(sink.events()) < 20 * 300
 
 
-def test_without_a_flusher_the_end_of_the_stream_sends_what_is_held():
-    sink = Sink()
-    with DeltaCoalescer(sink, window_s=10.0) as deltas:
-        deltas.add("content", "a")
-        deltas.add("content", "b")
-    assert sink.texts() == [("content", "a"), ("content", "b")]
+@pytest.fixture(params=["redis", "memory"])
+def log(request, settings):
+    settings.CHATFORGE_EVENT_LOG = request.param
+    reset_event_log()
+    yield get_event_log()
+    reset_event_log()
+
+
+def texts_of(published) -> list[str]:
+    return [e["data"]["text"] for e in published if e["type"] == "content.delta"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_merged_deltas_keep_seqs_contiguous_and_resume_exactly_across_a_batch_boundary(log, clock):
+    """One flusher call carries two runs' merged text; each run's log holds
+    contiguous seqs, and a reader resuming after any seq gets exactly the
+    text it had not seen."""
+    refs = [events.RunRef(run_id=str(uuid.uuid4()), conversation_id="c") for _ in range(2)]
+    flusher = Flusher(events.deltas, clock=clock, background=False)
+    turns = [
+        DeltaCoalescer(ref, events.deltas, policy=policy(min_ms=30, max_ms=30), flusher=flusher, clock=clock)
+        for ref in refs
+    ]
+    words = [f"w{i} " for i in range(12)]
+    for deltas in turns:
+        deltas.__enter__()
+    for i, word in enumerate(words):
+        for deltas in turns:
+            deltas.add("content", word)
+        clock.advance(10)
+        if i % 5 == 4:
+            flusher.flush_due()
+    for deltas in turns:
+        deltas.__exit__(None, None, None)
+    with transaction.atomic():
+        for ref in refs:
+            events.run_completed(
+                ref, message_id="m", finish_reason="stop", usage={}, max_iterations_reached=False
+            )
+
+    for ref in refs:
+        published = log.read(ref.run_id, after=0)
+        seqs = [e["seq"] for e in published]
+        assert seqs == list(range(1, len(seqs) + 1))
+        texts = texts_of(published)
+        assert "".join(texts) == "".join(words)
+        assert len(texts) < len(words)  # merged
+        for after in seqs:
+            resumed = log.read(ref.run_id, after=after)
+            seen = "".join(texts_of(e for e in published if e["seq"] <= after))
+            rest = "".join(texts_of(resumed))
+            assert seen + rest == "".join(words)
