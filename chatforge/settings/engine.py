@@ -29,7 +29,7 @@ CHATFORGE_LLM_IDLE_TIMEOUT_S: float = env.float("CHATFORGE_LLM_IDLE_TIMEOUT_S", 
 # plus the flusher's lateness). Both 0: every delta is published at once.
 CHATFORGE_DELTA_COALESCE_MS: float = env.float("CHATFORGE_DELTA_COALESCE_MS", default=10.0)
 CHATFORGE_DELTA_COALESCE_MAX_MS: float = env.float("CHATFORGE_DELTA_COALESCE_MAX_MS", default=100.0)
-CHATFORGE_DELTA_EVENTS_PER_S: float = env.float("CHATFORGE_DELTA_EVENTS_PER_S", default=2500.0)
+CHATFORGE_DELTA_EVENTS_PER_S: float = env.float("CHATFORGE_DELTA_EVENTS_PER_S", default=1250.0)
 # Attempts of one model turn for transient failures (rate limits, overload,
 # 5xx, connection trouble, stalls), with exponential backoff between them;
 # a provider's own Retry-After is honoured up to CHATFORGE_LLM_RETRY_MAX_WAIT_S.

@@ -18,9 +18,10 @@ streaming in this process divided by ``CHATFORGE_DELTA_EVENTS_PER_S`` (the
 delta events a process aims to publish a second), never below
 ``CHATFORGE_DELTA_COALESCE_MS`` nor above ``CHATFORGE_DELTA_COALESCE_MAX_MS``.
 One turn alone gets the narrow window (10 ms: nothing merged at 50
-tokens/s); 100 turns in one process at the defaults get 40 ms (two tokens a
-event at 50 tokens/s, eight at 200); the maximum is the stated bound on how
-long any delta waits.
+tokens/s); 50 turns in one process at the defaults (1,250 events a second)
+get 40 ms (two tokens an event at 50 tokens/s, eight at 200), 100 turns
+80 ms; the maximum (100 ms) is the stated bound on how long any delta
+waits.
 
 Waiting text goes out when the next delta arrives past the window, when a
 delta of the other kind arrives (reasoning and content never merge, and
