@@ -45,10 +45,12 @@ logger = logging.getLogger(__name__)
 _WAKE_TTL_S = 600
 # Each XREAD names every followed stream, so its cost grows with them
 # (packing the command dominated the relay's CPU at 500 sockets when the
-# next XREAD went out at once). With many streams followed, the follower
-# lets events gather for up to 10 µs per stream, at most 5 ms, before it
-# reads again: fewer, fuller reads for a few ms of relay latency.
-_GATHER_S_PER_STREAM = 10e-6
+# next XREAD went out at once, and was still a quarter of a web process's
+# relay at 100 sockets of real-speed streams, where events arrive all the
+# time: docs/performance.md). With many streams followed, the follower lets
+# events gather for up to 25 µs per stream, at most 5 ms, before it reads
+# again: fewer, fuller reads for a few ms of relay latency.
+_GATHER_S_PER_STREAM = 25e-6
 _GATHER_MAX_S = 0.005
 _GATHER_FROM_STREAMS = 50
 # Streams nobody asked about for linger_s are dropped at most this often.

@@ -23,13 +23,18 @@ get 40 ms (two tokens an event at 50 tokens/s, eight at 200), 100 turns
 80 ms; the maximum (100 ms) is the stated bound on how long any delta
 waits.
 
-Waiting text goes out when the next delta arrives past the window, when a
+Held text is let go when the next delta arrives past the window, when a
 delta of the other kind arrives (reasoning and content never merge, and
 keep their order), when the stream ends, or — the stream being quiet — when
-its window passes: then the process's *flusher* thread publishes every turn
-whose window has passed, all in one call (one pipeline to the event log;
-its passes are at least 5 ms apart, so that what falls due meanwhile goes
-together), so a delta waits at most the window plus about 5 ms.
+its window passes. **Only the process's flusher thread publishes**: every
+pass sends all the text the turns let go since the last one, and every held
+text whose window has passed, in one call (one pipeline to the event log);
+passes are at least 2 ms apart. So a turn never waits on Redis while it
+streams (each wait was a lock, an event and two switches per delta in a
+gevent worker), a process's deltas reach Redis in a few pipelines a
+pass instead of one round trip each, and a delta waits at most its window
+plus about 2 ms. At the end of its stream a turn waits until all its text
+is in the log, so whatever it publishes next comes after it.
 
 An event-log failure in the flusher is kept and raised in the streaming
 loop at its next delta (or at the end), where it hands the turn back like
@@ -94,8 +99,24 @@ class WindowPolicy:
         return min(self.max_s, max(self.min_s, load))
 
 
+class DeltasNotPublished(Exception):
+    """The flusher did not publish a turn's deltas in time (it is stuck):
+    the turn is handed back like any infrastructure failure."""
+
+
 class DeltaCoalescer:
-    """One turn's deltas (a context manager around its streaming loop)."""
+    """One turn's deltas (a context manager around its streaming loop).
+
+    With a flusher, the turn never waits on the event log while it streams:
+    text ready to go is queued and the flusher publishes it (with every
+    other turn's) in its next pass; only ``flush`` — the end of the stream,
+    before the turn publishes anything else — waits until all of the turn's
+    text is in the log. Without one (no window), each delta is published at
+    once by the turn itself."""
+
+    # How long ``flush`` waits for the flusher before giving up on it: longer
+    # than the event log's own retries over a Redis blip.
+    FLUSH_WAIT_S = 120.0
 
     def __init__(
         self,
@@ -113,8 +134,12 @@ class DeltaCoalescer:
         self._clock = clock
         self._lock = threading.Lock()
         self._kind = ""
-        self._parts: list[str] = []
-        self._published_at = float("-inf")
+        self._parts: list[str] = []  # held text of one kind
+        self._queued: list[Delta] = []  # ready, for the flusher's next pass
+        self._unpublished = 0  # deltas queued or in the flusher's hands
+        self._drained: threading.Event | None = None  # set by the flusher once nothing is unpublished
+        self._in_ready = False  # in the flusher's ready list
+        self._published_at = float("-inf")  # when the last text was let go
         self._error: BaseException | None = None
 
     def __enter__(self) -> DeltaCoalescer:
@@ -123,14 +148,15 @@ class DeltaCoalescer:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if self._flusher is not None:
-            self._flusher.unregister(self)
         try:
             self.flush()  # also after a provider error: that text was streamed
         except Exception:
             if exc_type is None:
                 raise
             logger.warning("held deltas not published while another error ended the stream", exc_info=True)
+        finally:
+            if self._flusher is not None:
+                self._flusher.unregister(self)
 
     def window(self) -> float:
         """The window now: it widens with the turns streaming in the process."""
@@ -138,59 +164,85 @@ class DeltaCoalescer:
         return self._policy.window(streaming)
 
     def add(self, kind: str, text: str) -> None:
-        """A delta from the provider: published now, or held for at most a window."""
+        """A delta from the provider: let go now, or held for at most a window."""
         self._raise_kept_error()
+        if self._flusher is None:
+            self._publish_many([Delta(self._target, kind, text)])
+            return
         now = self._clock()
         window = self.window()
+        ready = False
         due: float | None = None
         with self._lock:
             if self._parts and kind != self._kind:
-                self._send_locked(now)
+                self._let_go_locked(now)
+                ready = True
             if not self._parts:
                 self._kind = kind
-                if now - self._published_at >= window - _EPSILON_S:
-                    self._parts = [text]
-                    self._send_locked(now)
-                    return
-                due = self._published_at + window
             self._parts.append(text)
-            if due is None and now - self._published_at >= window * (1 - _EARLY) - _EPSILON_S:
+            if now - self._published_at >= window * (1 - _EARLY) - _EPSILON_S:
                 # Due (or nearly: a model's tokens come at a steady pace, a
-                # little early or late): the turn sends it itself, and the
-                # flusher finds nothing to do.
-                self._send_locked(now)
-        if due is not None and self._flusher is not None:
+                # little early or late): no need to wait for the flusher's timer.
+                self._let_go_locked(now)
+                ready = True
+            elif len(self._parts) == 1:
+                due = self._published_at + window
+        if ready:
+            self._flusher.ready(self)
+        if due is not None:
             self._flusher.schedule(self, due)
 
     def flush(self) -> None:
-        """Publish whatever waits (the stream ended, or another event follows)."""
+        """Publish whatever waits and return once all of it is in the log (the
+        stream ended, or another event follows)."""
+        if self._flusher is None:
+            self._raise_kept_error()
+            return
         with self._lock:
             if self._parts:
-                self._send_locked(self._clock())
+                self._let_go_locked(self._clock())
+            if self._unpublished == 0:
+                drained = None
+            else:
+                drained = self._drained = threading.Event()
+        if drained is not None:
+            self._flusher.ready(self)
+            if not self._flusher.background:
+                self._flusher.flush_due()  # no thread to do it (tests)
+            if not drained.wait(self.FLUSH_WAIT_S):
+                raise DeltasNotPublished(f"deltas not published within {self.FLUSH_WAIT_S:.0f} s")
         self._raise_kept_error()
 
     @property
     def waiting(self) -> bool:
-        return bool(self._parts)
+        """Text held or not yet published."""
+        return bool(self._parts) or self._unpublished > 0
 
-    def _take_locked(self, now: float) -> Delta:
-        delta = Delta(self._target, self._kind, "".join(self._parts))
+    def _let_go_locked(self, now: float) -> None:
+        self._queued.append(Delta(self._target, self._kind, "".join(self._parts)))
+        self._unpublished += 1
         self._parts = []
         self._published_at = now
-        return delta
 
-    def _send_locked(self, now: float) -> None:
-        self._publish_many([self._take_locked(now)])
+    def _take_locked(self, now: float) -> tuple[list[Delta], float | None]:
+        """The flusher's pass, under the lock: what is queued, with the held
+        text if its window has passed; and when to look again if held text
+        is not due yet (the window widened meanwhile)."""
+        later = None
+        if self._parts:
+            due = self._published_at + self.window()
+            if now >= due - _EPSILON_S:
+                self._let_go_locked(now)
+            else:
+                later = due
+        taken, self._queued = self._queued, []
+        return taken, later
 
-    def _take_if_due_locked(self, now: float) -> tuple[Delta | None, float | None]:
-        """The flusher's look, under the lock: the text to publish now, or
-        when to look again (the window widened meanwhile), or neither."""
-        if not self._parts:
-            return None, None
-        due = self._published_at + self.window()
-        if now < due - _EPSILON_S:
-            return None, due
-        return self._take_locked(now), None
+    def _published_locked(self, count: int) -> None:
+        self._unpublished -= count
+        if self._unpublished == 0 and self._drained is not None:
+            self._drained.set()
+            self._drained = None
 
     def _raise_kept_error(self) -> None:
         if self._error is not None:
@@ -199,37 +251,34 @@ class DeltaCoalescer:
 
 
 class Flusher:
-    """One thread per process (and publisher) that publishes held text once
-    its window has passed, every due turn in one ``publish_many`` call.
+    """One thread per process (and publisher) that publishes the turns'
+    deltas: what turns let go, and held text once its window has passed,
+    all of one pass in one ``publish_many`` call.
 
-    It sleeps until the earliest due time of the turns holding text (a
-    heap), or indefinitely while none does, so an idle worker spends
-    nothing on it; it also counts the turns streaming, which sets the
-    window."""
-
-    # A turn whose own thread is publishing when the flusher comes for it is
-    # looked at again this much later (its publish usually takes the text).
-    RETRY_S = 0.002
+    It sleeps until a turn has text ready or the earliest held text falls
+    due (a heap), indefinitely while neither, so an idle worker spends
+    nothing on it; passes are at least ``pass_every_s`` apart, so that
+    what turns let go meanwhile goes together. It also counts the turns
+    streaming, which sets the window."""
 
     def __init__(
         self,
         publish_many: PublishMany,
         *,
         clock: Clock = time.monotonic,
-        pass_every_s: float = 0.005,
+        pass_every_s: float = 0.002,
         background: bool = True,
     ) -> None:
         """``background=False``: no thread; the owner calls ``flush_due``
         (tests, which move a fake clock)."""
         self._publish_many = publish_many
         self._clock = clock
-        self._background = background
-        # Passes are at least this far apart: the texts falling due within
-        # it go out together, in one call, instead of one wake-up each.
         self._pass_every_s = pass_every_s
+        self._background = background
         self._last_pass = float("-inf")
         self._lock = threading.Lock()
         self._due: list[tuple[float, int, DeltaCoalescer]] = []
+        self._ready: list[DeltaCoalescer] = []
         self._order = itertools.count()
         self._streaming: set[DeltaCoalescer] = set()
         self._wake = threading.Event()
@@ -238,6 +287,10 @@ class Flusher:
     @property
     def streaming(self) -> int:
         return len(self._streaming)
+
+    @property
+    def background(self) -> bool:
+        return self._background
 
     def register(self, coalescer: DeltaCoalescer) -> None:
         with self._lock:
@@ -250,7 +303,17 @@ class Flusher:
         with self._lock:
             self._streaming.discard(coalescer)
 
+    def ready(self, coalescer: DeltaCoalescer) -> None:
+        """``coalescer`` has text to publish now."""
+        with self._lock:
+            if coalescer._in_ready:
+                return
+            coalescer._in_ready = True
+            self._ready.append(coalescer)
+        self._wake.set()
+
     def schedule(self, coalescer: DeltaCoalescer, due: float) -> None:
+        """``coalescer`` holds text until ``due``."""
         with self._lock:
             heapq.heappush(self._due, (due, next(self._order), coalescer))
             earliest = self._due[0][2] is coalescer
@@ -258,57 +321,68 @@ class Flusher:
             self._wake.set()
 
     def flush_due(self) -> int:
-        """Publish every held text whose window has passed, in one call; how
-        many turns it published. (The thread's step; tests call it too.)"""
+        """One pass: publish what is ready and every held text whose window
+        has passed, in one call; how many deltas it published. (The
+        thread's step; tests call it too.)"""
         now = self._clock()
-        taken: list[tuple[DeltaCoalescer, Delta]] = []
         with self._lock:
+            turns, self._ready = self._ready, []
+            for turn in turns:
+                turn._in_ready = False
+            listed = set(turns)
             while self._due and self._due[0][0] <= now + _EPSILON_S:
-                _, _, coalescer = heapq.heappop(self._due)
-                if not coalescer._lock.acquire(blocking=False):
-                    heapq.heappush(self._due, (now + self.RETRY_S, next(self._order), coalescer))
-                    continue
-                delta, later = coalescer._take_if_due_locked(now)
-                if delta is None:
-                    coalescer._lock.release()
-                    if later is not None:
-                        heapq.heappush(self._due, (later, next(self._order), coalescer))
-                    continue
-                taken.append((coalescer, delta))
-        if not taken:
+                _, _, turn = heapq.heappop(self._due)
+                if turn not in listed:
+                    listed.add(turn)
+                    turns.append(turn)
+        batch: list[Delta] = []
+        taken: list[tuple[DeltaCoalescer, int]] = []
+        for turn in turns:
+            with turn._lock:
+                deltas, later = turn._take_locked(now)
+            if later is not None:
+                self.schedule(turn, later)
+            if deltas:
+                batch.extend(deltas)
+                taken.append((turn, len(deltas)))
+        if not batch:
             return 0
-        # Each turn's lock is held until its text is published: its own
-        # thread cannot publish a later delta ahead of it.
+        error: BaseException | None = None
         try:
-            self._publish_many([delta for _, delta in taken])
+            self._publish_many(batch)
         except Exception as exc:  # noqa: BLE001 - raised in each turn's streaming loop instead
-            for coalescer, _ in taken:
-                coalescer._error = exc
-        finally:
-            for coalescer, _ in taken:
-                coalescer._lock.release()
-        return len(taken)
+            error = exc
+        for turn, count in taken:
+            with turn._lock:
+                if error is not None:
+                    turn._error = error
+                turn._published_locked(count)
+        return len(batch)
 
-    def next_due_in(self) -> float | None:
-        """Seconds until the earliest held text is due (None: nothing held)."""
+    def next_pass_in(self) -> float | None:
+        """Seconds until the next pass is due (None: nothing to publish)."""
         with self._lock:
-            return self._due[0][0] - self._clock() if self._due else None
+            if self._ready:
+                wait = 0.0
+            elif self._due:
+                wait = self._due[0][0] - self._clock()
+            else:
+                return None
+        return max(wait, self._last_pass + self._pass_every_s - self._clock())
 
     def _run(self) -> None:
         while True:
-            wait = self.next_due_in()
-            if wait is not None:
-                wait = max(wait, self._last_pass + self._pass_every_s - self._clock())
+            wait = self.next_pass_in()
             if wait is None or wait > 0:
                 self._wake.wait(wait)
-                # Cleared before the heap is looked at again: a schedule()
-                # after this point sets it anew and is seen on the next pass.
+                # Cleared before the lists are looked at again: a ready() or
+                # schedule() after this point sets it anew and is seen next.
                 self._wake.clear()
                 continue
             self._last_pass = self._clock()
             try:
                 self.flush_due()
-            except Exception:  # a bug must not stop every turn's flushing
+            except Exception:  # a bug must not stop every turn's publishing
                 logger.exception("delta flusher failed")
 
 

@@ -38,7 +38,7 @@ from .approvals import announce_requests, approval_deadline
 from .claims import claim_turn, extras_of, mark_run_running, release_turn
 from .client_tools import client_tool_names
 from .cancel_watch import CHECK_INTERVAL_S, cancel_watch
-from .delta_coalescer import WindowPolicy, coalescer_for
+from .delta_coalescer import DeltasNotPublished, WindowPolicy, coalescer_for
 from .finalize import Outcome, run_finalize, step_must_stop
 from .heartbeat import step_lease
 from .ledger import ref
@@ -118,6 +118,8 @@ def _stream(run: Run, provider: ChatProvider, request: TurnRequest, *, provider_
         result, failure = None, exc
     except (DatabaseError, events.EventLogUnavailable):
         raise  # infrastructure, not the model: the step is run again
+    except DeltasNotPublished as exc:
+        raise events.EventLogUnavailable(str(exc)) from exc
     except Exception as exc:  # a bug in an adapter must not leave the run hanging
         logger.exception("run %s: unexpected error while streaming from %s", run.id, run.model)
         result = None

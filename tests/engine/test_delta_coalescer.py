@@ -1,13 +1,14 @@
 """A turn publishes at most one delta event per window; the window widens
 with the turns streaming in the process; no delta waits longer than its
-window (plus the flusher's lateness); nothing is lost, repeated or
-reordered; the flusher publishes every due turn in one call; and a failure
-in the flusher reaches the streaming loop.
+window (plus the flusher's pass); nothing is lost, repeated or reordered;
+only the flusher publishes, every turn's text of a pass in one call; a
+turn's end waits until its text is published; and a failure in the
+flusher reaches the streaming loop.
 
-Time is a fake clock the tests move, and the flusher's step
+Time is a fake clock the tests move, and the flusher's pass
 (``Flusher.flush_due``) is called by the test, so no assertion depends on
-how fast this machine is. One test runs the real flusher thread and waits
-on an event for its publish."""
+how fast this machine is. Two tests run the real flusher thread and wait
+on events, never on sleeps."""
 
 from __future__ import annotations
 
@@ -88,36 +89,41 @@ def test_the_window_widens_with_the_turns_streaming_and_stays_within_its_bounds(
 
 def test_the_first_delta_goes_out_at_once_and_a_burst_after_it_becomes_one_event(clock):
     sink = Sink(clock)
-    with turn(sink, clock, Flusher(sink, clock=clock, background=False)) as deltas:
+    flusher = Flusher(sink, clock=clock, background=False)
+    with turn(sink, clock, flusher) as deltas:
         for word in ["a", "b", "c", "d"]:
             deltas.add("content", word)
+        assert sink.events() == []  # only the flusher publishes
+        assert flusher.next_pass_in() == 0  # the first is ready at once
+        assert flusher.flush_due() == 1
         assert sink.events() == [("content", "a")]
-    assert sink.events() == [("content", "a"), ("content", "bcd")]
+    assert sink.events() == [("content", "a"), ("content", "bcd")]  # the end of the stream waited for it
 
 
 def test_tokens_at_a_models_pace_are_merged_once_the_process_is_busy(clock):
     """50 tokens/s (20 ms apart): alone, every token is its own event; with
     40 turns streaming in the process (window 40 ms) two go in each."""
     sink = Sink(clock)
-    flusher = Flusher(sink, clock=clock, background=False)
-    others = [turn(Sink(clock), clock, flusher, target=i) for i in range(39)]
+    flusher = Flusher(sink, clock=clock, background=False)  # it publishes every turn's text
+    others = [turn(sink, clock, flusher, target=i) for i in range(39)]
 
     with turn(sink, clock, flusher) as alone:
         for i in range(10):
             alone.add("content", f"{i} ")
             clock.advance(20)
+            flusher.flush_due()
     assert len(sink.events()) == 10
 
-    busy_sink = Sink(clock)
     for other in others:
         other.__enter__()
-    with turn(busy_sink, clock, flusher) as busy:
+    with turn(sink, clock, flusher, target="busy") as busy:
         assert busy.window() == pytest.approx(0.040)
         for i in range(10):
             busy.add("content", f"{i} ")
             clock.advance(20)
-    assert busy_sink.text() == "".join(f"{i} " for i in range(10))
-    assert len(busy_sink.events()) == 6  # the first at once, then one per 40 ms
+            flusher.flush_due()
+    assert sink.text("busy") == "".join(f"{i} " for i in range(10))
+    assert len(sink.events("busy")) == 6  # the first at once, then one per 40 ms
 
 
 def test_no_delta_waits_longer_than_its_window(clock):
@@ -152,12 +158,12 @@ def test_a_quiet_turns_held_text_is_published_by_the_flusher_when_its_window_pas
         clock.advance(5)
         deltas.add("content", "second")
         clock.advance(34)
-        assert flusher.flush_due() == 0 and sink.events() == [("content", "first")]
-        assert flusher.next_due_in() == pytest.approx(0.001)
+        assert flusher.flush_due() == 1 and sink.events() == [("content", "first")]
+        assert flusher.next_pass_in() == pytest.approx(0.001)
         clock.advance(1)
         assert flusher.flush_due() == 1
         assert sink.events() == [("content", "first"), ("content", "second")]
-        assert flusher.next_due_in() is None  # nothing held: the flusher sleeps
+        assert flusher.next_pass_in() is None  # nothing held: the flusher sleeps
 
 
 def test_the_flusher_publishes_every_due_turn_in_one_call(clock):
@@ -168,10 +174,11 @@ def test_the_flusher_publishes_every_due_turn_in_one_call(clock):
         deltas.__enter__()
         deltas.add("content", f"{i}a")
         deltas.add("content", f"{i}b")
-    calls_before = len(sink.calls)
+    assert flusher.flush_due() == 5  # the five first deltas, in one call
+    assert len(sink.calls) == 1
     clock.advance(20)
-    assert flusher.flush_due() == 5
-    assert len(sink.calls) == calls_before + 1  # one round trip for all five
+    assert flusher.flush_due() == 5  # the five held texts, due together
+    assert len(sink.calls) == 2
     for i, deltas in enumerate(turns):
         assert sink.text(f"run{i}") == f"{i}a{i}b"
         deltas.__exit__(None, None, None)
@@ -210,26 +217,40 @@ def test_a_failure_in_the_flusher_is_raised_in_the_streaming_loop(clock):
     deltas = DeltaCoalescer("run", failing, policy=policy(min_ms=40, max_ms=40), flusher=flusher, clock=clock)
     with pytest.raises(Unreachable), deltas:
         deltas.add("content", "sent")
+        flusher.flush_due()
         deltas.add("content", "held")
         clock.advance(40)
         flusher.flush_due()  # its publish fails
         deltas.add("content", "next")
 
 
-def test_the_flusher_skips_a_turn_whose_own_thread_is_publishing_and_comes_back(clock):
-    sink = Sink(clock)
-    flusher = Flusher(sink, clock=clock, background=False)
-    deltas = turn(sink, clock, flusher, min_ms=20, max_ms=20).__enter__()
+def test_the_end_of_a_stream_waits_until_the_flusher_has_published_its_text():
+    """The real thread: text let go and held when the stream ends is in the
+    log when ``flush`` returns, so what the turn publishes next follows it."""
+    published = threading.Event()
+    release = threading.Event()
+    sink = Sink()
+
+    def slow(batch) -> None:
+        published.set()
+        assert release.wait(10)
+        sink(batch)
+
+    deltas = coalescer_for("run", slow, policy=policy(min_ms=20, max_ms=20)).__enter__()
     deltas.add("content", "a")
     deltas.add("content", "b")
-    clock.advance(20)
-    with deltas._lock:  # as while its thread waits on its own publish
-        assert flusher.flush_due() == 0
-    assert flusher.next_due_in() == pytest.approx(Flusher.RETRY_S)
-    clock.advance(Flusher.RETRY_S / MS)
-    assert flusher.flush_due() == 1
+    assert published.wait(10)  # the flusher is publishing "a"
+    ended = threading.Event()
+
+    def end() -> None:
+        deltas.__exit__(None, None, None)
+        ended.set()
+
+    threading.Thread(target=end).start()
+    assert not ended.wait(0.05)  # waiting for the flusher
+    release.set()
+    assert ended.wait(10)
     assert sink.text() == "ab"
-    deltas.__exit__(None, None, None)
 
 
 def test_the_flusher_thread_publishes_held_text_without_a_next_delta():
@@ -237,8 +258,9 @@ def test_the_flusher_thread_publishes_held_text_without_a_next_delta():
     sink = Sink()
     with coalescer_for("run", sink, policy=policy(min_ms=20, max_ms=20)) as deltas:
         deltas.add("content", "first")
+        assert sink.published.wait(10), "the flusher never published the first delta"
         sink.published.clear()
-        deltas.add("content", "second")
+        deltas.add("content", "second")  # within the window of the first: held
         assert sink.published.wait(10), "the flusher never published the held text"
         assert sink.events() == [("content", "first"), ("content", "second")]
 
