@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from asgiref.sync import iscoroutinefunction, sync_to_async
+from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
@@ -30,16 +30,45 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import Resolver404, get_resolver, set_urlconf
 from django.utils.log import log_response
 
+from .request_threads import RequestThreads
+
 
 class OneHopASGIHandler(ASGIHandler):
     def __init__(self) -> None:
         super().__init__()  # Django's async chain
+        self._threads = RequestThreads(settings.CHATFORGE_WEB_REQUEST_THREADS)
         # The sync chain lives on a handler of its own: the innermost step
         # of a chain reads its handler's view and exception middleware,
         # which each mode adapts differently.
         sync_handler = BaseHandler()
         sync_handler.load_middleware(is_async=False)
         self._sync_chain = sync_to_async(sync_handler._middleware_chain, thread_sensitive=True)
+
+    async def __call__(self, scope, receive, send) -> None:
+        """Django's own, except that a request to a sync view runs on one of
+        the process's request threads (request_threads.py) rather than on a
+        thread made for it."""
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        if not self._serves_sync_view(scope):
+            async with ThreadSensitiveContext():
+                await self.handle(scope, receive, send)
+            return
+        async with self._threads.lease() as executor:
+            async with ThreadSensitiveContext(executor=executor):
+                await self.handle(scope, receive, send)
+
+    @staticmethod
+    def _serves_sync_view(scope) -> bool:
+        path = scope.get("path", "")
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root):]
+        try:
+            view = get_resolver().resolve(path).func
+        except Resolver404:
+            return True  # answered in sync mode (404, the trailing-slash redirect)
+        return not iscoroutinefunction(view)
 
     def _chain_for(self, request: HttpRequest) -> Callable[[HttpRequest], Awaitable[HttpResponseBase]]:
         try:

@@ -144,3 +144,9 @@ if not DEBUG:
 # full passes, which otherwise stop it for ~150 ms each under load
 # (chatforge/runtime/gc_freeze.py).
 CHATFORGE_GC_FREEZE: bool = env.bool("CHATFORGE_GC_FREEZE", default=True)
+# Threads a web process runs requests to sync views on (the REST API, the
+# admin, the pages), lent one per request in arrival order: a burst of
+# POSTs is answered first come, first served instead of all together at
+# the end (chatforge/runtime/request_threads.py). Keep it at or below
+# DATABASE_POOL_MAX_SIZE, since each such request may hold a connection.
+CHATFORGE_WEB_REQUEST_THREADS: int = env.int("CHATFORGE_WEB_REQUEST_THREADS", default=8)

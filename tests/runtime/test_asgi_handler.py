@@ -1,6 +1,8 @@
 """The ASGI handler runs a sync view's middleware in sync mode (one thread
 hop for the whole request) and an async view's in Django's async chain (the
-view runs on the event loop, holding no thread while it waits)."""
+view runs on the event loop, holding no thread while it waits); sync
+requests run on a fixed set of threads, lent in arrival order
+(chatforge/runtime/request_threads.py)."""
 
 from __future__ import annotations
 
@@ -36,18 +38,30 @@ def sync_view(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"view": "sync"})
 
 
+gate = threading.Event()
+entered: list[str] = []
+
+
+def held_view(request: HttpRequest) -> HttpResponse:
+    """Notes that it started, then waits for the test to let it finish."""
+    entered.append(request.GET["n"])
+    seen.append(("view", threading.get_ident()))
+    assert gate.wait(10)
+    return JsonResponse({"n": request.GET["n"]})
+
+
 async def async_view(request: HttpRequest) -> HttpResponse:
     seen.append(("view", threading.get_ident()))
     await asyncio.sleep(0)
     return JsonResponse({"view": "async"})
 
 
-urlpatterns = [path("sync/", sync_view), path("async/", async_view)]
+urlpatterns = [path("sync/", sync_view), path("async/", async_view), path("held/", held_view)]
 
 
-async def get(handler: OneHopASGIHandler, url: str) -> tuple[int, bytes]:
+async def get(handler: OneHopASGIHandler, url: str, query: bytes = b"") -> tuple[int, bytes]:
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-             "path": url, "raw_path": url.encode(), "query_string": b"", "root_path": "", "headers": [],
+             "path": url, "raw_path": url.encode(), "query_string": query, "root_path": "", "headers": [],
              "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}
     app = ApplicationCommunicator(handler, scope)
     await app.send_input({"type": "http.request", "body": b"", "more_body": False})
@@ -59,8 +73,11 @@ async def get(handler: OneHopASGIHandler, url: str) -> tuple[int, bytes]:
 
 @pytest.fixture
 def handler():
-    with override_settings(ROOT_URLCONF=__name__, MIDDLEWARE=[f"{__name__}.Recording"]):
+    with override_settings(ROOT_URLCONF=__name__, MIDDLEWARE=[f"{__name__}.Recording"],
+                           CHATFORGE_WEB_REQUEST_THREADS=2):
         seen.clear()
+        entered.clear()
+        gate.clear()
         yield OneHopASGIHandler()
 
 
@@ -89,3 +106,36 @@ async def test_a_path_with_no_view_is_answered_through_the_sync_chain(handler):
     status, _ = await get(handler, "/nowhere/")
     assert status == 404
     assert hooks()["async_mode"] is False
+
+
+@pytest.mark.asyncio
+async def test_sync_requests_share_a_fixed_set_of_threads_and_wait_their_turn_in_order(handler):
+    """Two threads (the fixture's setting): of five requests held in their
+    views, two run and three wait; they are let in in the order they came,
+    and every request ran on one of the same two threads."""
+    requests = []
+    for n in range(5):
+        requests.append(asyncio.create_task(get(handler, "/held/", f"n={n}".encode())))
+        await asyncio.sleep(0)  # each request reaches the handler before the next is made
+    deadline = asyncio.get_running_loop().time() + 10
+    while len(entered) < 2 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
+    assert entered == ["0", "1"]  # the others wait for a thread, not for the interpreter
+    gate.set()
+    results = await asyncio.gather(*requests)
+    assert [body for _, body in results] == [b'{"n": "%d"}' % n for n in range(5)]
+    assert entered == ["0", "1", "2", "3", "4"]
+    threads = {ident for name, ident in seen if name == "view"}
+    assert len(threads) == 2 and threading.get_ident() not in threads
+
+
+@pytest.mark.asyncio
+async def test_an_async_view_holds_no_request_thread(handler):
+    """Both threads held by sync requests: an async view is still answered."""
+    held = [asyncio.create_task(get(handler, "/held/", f"n={n}".encode())) for n in range(2)]
+    deadline = asyncio.get_running_loop().time() + 10
+    while len(entered) < 2 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
+    assert await get(handler, "/async/") == (200, b'{"view": "async"}')
+    gate.set()
+    await asyncio.gather(*held)
