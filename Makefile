@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt co
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install services browser screenshots bench bench-timeline bench-load bench-fairness bench-relay lock worker-llm worker-tools worker-tools-io beat chat
+.PHONY: run test install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay lock worker-llm worker-tools worker-tools-io beat chat
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -73,15 +73,28 @@ bench-fairness: install
 bench-relay: install
 	$(PY) -m bench.relay
 
-## Load: 500 concurrent streaming runs on private Postgres and Redis (several
-## minutes; figures are printed, see docs/performance.md)
+## Load at a real model's pace: 1, 20 and 100 runs at once, each answer 10 s
+## of one SSE chunk per token at 50 tokens/s, each run on its own socket, on
+## private Postgres and Redis; one LLM worker per core (~3 minutes; figures are
+## printed, see docs/performance.md). LOAD_ARGS adds options (--json FILE …).
 bench-load: install
-	$(PY) -m bench.load --runs 500
+	$(PY) -m bench.load --runs 1,20,100 --tokens-per-s 50 --llm 2 $(LOAD_ARGS)
 
-## Load, steady: 500 runs of 20 s answers started over 10 s, so that all 500
-## stream at once on their own sockets (~1 minute; docs/performance.md)
+## The same at 100 and at 200 tokens/s (fast providers)
+bench-load-100: install
+	$(PY) -m bench.load --runs 1,20,100 --tokens-per-s 100 --llm 2 $(LOAD_ARGS)
+bench-load-200: install
+	$(PY) -m bench.load --runs 1,20,100 --tokens-per-s 200 --llm 2 $(LOAD_ARGS)
+
+## Load, steady: 500 runs of 20 s answers at 50 tokens/s started over 10 s, so
+## that all 500 stream at once (25,000 tokens/s offered; ~2 minutes)
 bench-load-steady: install
-	$(PY) -m bench.load --runs 500 --ws 1 --ramp 10 --duration 20
+	$(PY) -m bench.load --runs 500 --tokens-per-s 50 --ramp 10 --duration 20 --llm 2 $(LOAD_ARGS)
+
+## Load, burst: 500 runs of 2 s answers at 50 tokens/s posted in the same
+## instant (~1 minute)
+bench-load-burst: install
+	$(PY) -m bench.load --runs 500 --tokens-per-s 50 --duration 2 --llm 2 $(LOAD_ARGS)
 
 # Distributed-mode processes (set DATABASE_URL, REDIS_URL, DJANGO_SECRET_KEY).
 worker-llm: install

@@ -28,7 +28,8 @@ DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "kubernetes"
 IMAGE = "chatforge:latest"
 # Variables of the compose file that configure the Postgres container, not ChatForge.
-COMPOSE_ONLY_VARIABLES = {"POSTGRES_PASSWORD", "FLOWER_BASIC_AUTH"}
+# CHATFORGE_LLM_WORKERS: how many LLM worker containers compose runs (one per core).
+COMPOSE_ONLY_VARIABLES = {"POSTGRES_PASSWORD", "FLOWER_BASIC_AUTH", "CHATFORGE_LLM_WORKERS"}
 # Read by Flower itself, not by ChatForge's settings.
 FLOWER_VARIABLES = {"FLOWER_BASIC_AUTH"}
 # Kubernetes versions whose API schemas the manifests must satisfy.
@@ -365,6 +366,12 @@ def test_compose_workers_get_a_grace_period_above_their_time_limit():
         assert GRACE_ABOVE[name] not in services[name]["environment"], "the default limit applies"
         hard_limit = int(defaults[GRACE_ABOVE[name]])
         assert duration_s(services[name]["stop_grace_period"]) > hard_limit, name
+
+
+def test_compose_runs_one_llm_worker_per_core_by_default():
+    """A gevent worker uses at most one core: compose runs two (a 2-core host)."""
+    worker = compose()["services"]["worker-llm"]
+    assert worker["deploy"]["replicas"] == "${CHATFORGE_LLM_WORKERS:-2}"
 
 
 def test_compose_sets_only_variables_chatforge_reads():
