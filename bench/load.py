@@ -735,8 +735,8 @@ def table(reports: list[dict]) -> str:
         ),
         (
             "  while every run streams: p50 / p99 (chunks)",
-            lambda r: f"{r.get('relay_all_streaming_p50_ms', 0):.0f} / {r.get('relay_all_streaming_p99_ms', 0):.0f} ms "
-            f"({r.get('relay_all_streaming_chunks', 0)})",
+            lambda r: f"{r.get('relay_all_streaming_p50_ms', 0):.0f} / "
+            f"{r.get('relay_all_streaming_p99_ms', 0):.0f} ms ({r.get('relay_all_streaming_chunks', 0)})",
         ),
         (
             "  provider → publish p50 / p99",

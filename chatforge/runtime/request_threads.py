@@ -54,5 +54,6 @@ class RequestThreads:
         if self._free is None:
             self._free = asyncio.Queue()
             for index in range(self._size):
-                self._free.put_nowait(ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"request-{index}"))
+                executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"request-{index}")
+                self._free.put_nowait(executor)
         return self._free

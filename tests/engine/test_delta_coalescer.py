@@ -19,7 +19,6 @@ import pytest
 from django.db import transaction
 
 from orchestration import events
-from orchestration.event_log import get_event_log, reset_event_log
 from orchestration.services.delta_coalescer import (
     Delta,
     DeltaCoalescer,
@@ -286,12 +285,9 @@ def test_many_turns_on_threads_lose_nothing_and_keep_their_order():
     assert len(sink.events()) < 20 * 300
 
 
-@pytest.fixture(params=["redis", "memory"])
-def log(request, settings):
-    settings.CHATFORGE_EVENT_LOG = request.param
-    reset_event_log()
-    yield get_event_log()
-    reset_event_log()
+@pytest.fixture
+def log(either_event_log):
+    return either_event_log
 
 
 def texts_of(published) -> list[str]:

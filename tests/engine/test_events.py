@@ -9,7 +9,6 @@ import pytest
 from django.db import transaction
 
 from orchestration import events
-from orchestration.event_log import get_event_log, reset_event_log
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,15 +16,9 @@ ENVELOPE = {"seq", "type", "run_id", "conversation_id", "ts", "data"}
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
-@pytest.fixture(params=["redis", "memory"])
-def log(request, settings):
-    # Through pytest-django's ``settings`` (not a nested override_settings):
-    # both restore on teardown, and interleaved they left the last test's
-    # backend set for every test after it.
-    settings.CHATFORGE_EVENT_LOG = request.param
-    reset_event_log()
-    yield get_event_log()
-    reset_event_log()
+@pytest.fixture
+def log(either_event_log):
+    return either_event_log
 
 
 def test_every_event_type_has_its_contract_shape(log):

@@ -108,25 +108,45 @@ async def test_a_path_with_no_view_is_answered_through_the_sync_chain(handler):
     assert hooks()["async_mode"] is False
 
 
-@pytest.mark.asyncio
-async def test_sync_requests_share_a_fixed_set_of_threads_and_wait_their_turn_in_order(handler):
-    """Two threads (the fixture's setting): of five requests held in their
-    views, two run and three wait; they are let in in the order they came,
-    and every request ran on one of the same two threads."""
+async def held_requests(handler: OneHopASGIHandler, count: int, running: int) -> list[asyncio.Task]:
+    """``count`` requests to the held view, made one after another; returns
+    once ``running`` of them are inside it."""
     requests = []
-    for n in range(5):
+    for n in range(count):
         requests.append(asyncio.create_task(get(handler, "/held/", f"n={n}".encode())))
         await asyncio.sleep(0)  # each request reaches the handler before the next is made
     deadline = asyncio.get_running_loop().time() + 10
-    while len(entered) < 2 and asyncio.get_running_loop().time() < deadline:
+    while len(entered) < running and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.01)
+    return requests
+
+
+@pytest.mark.asyncio
+async def test_sync_requests_share_a_fixed_set_of_threads(handler):
+    """Two threads (the fixture's setting): of five requests held in their
+    views, the first two run and three wait for a thread; every request ran
+    on one of the same two threads, none on the event loop's."""
+    requests = await held_requests(handler, 5, running=2)
     assert entered == ["0", "1"]  # the others wait for a thread, not for the interpreter
     gate.set()
     results = await asyncio.gather(*requests)
     assert [body for _, body in results] == [b'{"n": "%d"}' % n for n in range(5)]
-    assert entered == ["0", "1", "2", "3", "4"]
+    assert sorted(entered) == ["0", "1", "2", "3", "4"]
     threads = {ident for name, ident in seen if name == "view"}
     assert len(threads) == 2 and threading.get_ident() not in threads
+
+
+@pytest.mark.asyncio
+async def test_requests_waiting_for_a_thread_get_it_in_arrival_order():
+    """One thread: what waits is served first come, first served."""
+    with override_settings(ROOT_URLCONF=__name__, MIDDLEWARE=[], CHATFORGE_WEB_REQUEST_THREADS=1):
+        entered.clear()
+        gate.clear()
+        requests = await held_requests(OneHopASGIHandler(), 5, running=1)
+        assert entered == ["0"]
+        gate.set()
+        await asyncio.gather(*requests)
+    assert entered == ["0", "1", "2", "3", "4"]
 
 
 @pytest.mark.asyncio
