@@ -26,15 +26,18 @@ waits.
 Held text is let go when the next delta arrives past the window, when a
 delta of the other kind arrives (reasoning and content never merge, and
 keep their order), when the stream ends, or — the stream being quiet — when
-its window passes. **Only the process's flusher thread publishes**: every
-pass sends all the text the turns let go since the last one, and every held
-text whose window has passed, in one call (one pipeline to the event log);
-passes are at least 2 ms apart. So a turn never waits on Redis while it
-streams (each wait was a lock, an event and two switches per delta in a
-gevent worker), a process's deltas reach Redis in a few pipelines a
-pass instead of one round trip each, and a delta waits at most its window
-plus about 2 ms. At the end of its stream a turn waits until all its text
-is in the log, so whatever it publishes next comes after it.
+its window passes. **While turns stream, only the process's flusher thread
+publishes**: every pass sends all the text the turns let go since the last
+one, and every held text whose window has passed, in one call (one
+pipeline to the event log); passes are at least 2 ms apart. So a turn
+never waits on Redis while it streams (each wait was a lock, an event and
+two switches per delta in a gevent worker), a process's deltas reach Redis
+in a few pipelines a pass instead of one round trip each, and a delta
+waits at most its window plus about 2 ms. At the end of its stream a turn
+publishes itself whatever the flusher has not taken (a turn ending alone
+would otherwise wait for the next pass, every time), or waits for the
+flusher to finish what it has: either way all its text is in the log
+before the turn publishes anything else.
 
 An event-log failure in the flusher is kept and raised in the streaming
 loop at its next delta (or at the end), where it hands the turn back like
@@ -198,14 +201,26 @@ class DeltaCoalescer:
         if self._flusher is None:
             self._raise_kept_error()
             return
+        mine: list[Delta] = []
+        drained = None
         with self._lock:
             if self._parts:
                 self._let_go_locked(self._clock())
-            if self._unpublished == 0:
-                drained = None
-            else:
+            if self._unpublished and self._unpublished == len(self._queued):
+                # Nothing of ours is in the flusher's hands: publish the rest
+                # here rather than wait for its next pass (up to 2 ms apart),
+                # which a turn ending alone would wait for every time.
+                mine, self._queued = self._queued, []
+            elif self._unpublished:
                 drained = self._drained = threading.Event()
-        if drained is not None:
+        if mine:
+            self._raise_kept_error()
+            try:
+                self._publish_many(mine)
+            finally:
+                with self._lock:
+                    self._published_locked(len(mine))
+        elif drained is not None:
             self._flusher.ready(self)
             if not self._flusher.background:
                 self._flusher.flush_due()  # no thread to do it (tests)

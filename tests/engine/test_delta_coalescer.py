@@ -223,6 +223,20 @@ def test_a_failure_in_the_flusher_is_raised_in_the_streaming_loop(clock):
         deltas.add("content", "next")
 
 
+def test_the_end_of_a_stream_publishes_what_the_flusher_has_not_taken_itself(clock):
+    """A turn ending alone does not wait for the flusher's next pass: what
+    it let go and what it holds go in one call, in order."""
+    sink = Sink(clock)
+    flusher = Flusher(sink, clock=clock, background=False)  # never stepped here
+    with turn(sink, clock, flusher, min_ms=40, max_ms=40) as deltas:
+        deltas.add("content", "first ")
+        deltas.add("content", "second")
+    assert [[(d.kind, d.text) for d in batch] for _, batch in sink.calls] == [
+        [("content", "first "), ("content", "second")]
+    ]
+    assert flusher.flush_due() == 0  # nothing left for it
+
+
 def test_the_end_of_a_stream_waits_until_the_flusher_has_published_its_text():
     """The real thread: text let go and held when the stream ends is in the
     log when ``flush`` returns, so what the turn publishes next follows it."""
