@@ -6,7 +6,8 @@ model is offered it, and a call of it ends the run with ``finish_reason:
 "tool_calls"`` for the client to run (docs/decisions/0016-client-tools-end-the-run.md).
 A spec that names a server tool is that tool, unless it declares parameters
 other than the server tool's: then the client means a tool of its own under
-a name the server already uses, and is told to rename it.
+a name the server already uses. A request with only the client's own tools
+gets the server's default tools beside them (docs/decisions/0031-v1-server-tools-beside-client-tools.md).
 """
 
 from __future__ import annotations
@@ -30,31 +31,51 @@ def _parameter_names(schema: Any) -> frozenset[str]:
 
 
 def split_tools(names: list[str] | None, specs: Mapping[str, dict[str, Any]]) -> tuple[list[str] | None, list[dict]]:
-    """``(server tool names, client tool specs)``. Names that are neither
-    stay with the server's, whose check answers "Unknown tool(s)"."""
+    """``(server tool names, client tool specs)``; ``None`` for the server's
+    names means "the server's default tools".
+
+    A request that names no server tool but brings tools of its own (Open
+    WebUI sends some 36 of its built-in tools on every chat) gets the
+    server's default tools beside its own, rather than none of them: the
+    client told ChatForge nothing about the server's tools, and the operator
+    chose the defaults for such requests. A client spec with a server tool's
+    name but other parameters is then the client's, and the server leaves
+    its own tool of that name out of this request (the engine drops it from
+    the defaults). Where the request does name server tools, such a spec is
+    a conflict the client must resolve (400 ``tool_name_conflict``). Names
+    that are neither stay with the server's, whose check answers "Unknown
+    tool(s)"."""
     if names is None:
         return None, []
     registry = get_registry()
     server: list[str] = []
     client: list[dict] = []
+    conflicts: list[tuple[str, frozenset[str], frozenset[str]]] = []
     for name in names:
         spec = specs.get(name)
         tool = registry.get(name)
         if tool is not None:
             theirs = _parameter_names(spec["function"]["parameters"]) if spec is not None else None
             if theirs and theirs != _parameter_names(tool.parameters):
-                raise OpenAIError(
-                    f"The tool '{name}' in 'tools' has the name of a server tool, which ChatForge runs "
-                    f"itself, but other parameters ({', '.join(sorted(theirs)) or 'none'}; the server's: "
-                    f"{', '.join(sorted(_parameter_names(tool.parameters))) or 'none'}). Rename your tool "
-                    f"to have it called on your side, or send just the name '{name}' to use the server's.",
-                    status=400, param="tools", code="tool_name_conflict",
-                )
-            server.append(name)
+                conflicts.append((name, theirs, _parameter_names(tool.parameters)))
+                client.append(spec)
+            else:
+                server.append(name)
         elif spec is not None:
             client.append(spec)
         else:
             server.append(name)
+    if conflicts and server:
+        name, theirs, ours = conflicts[0]
+        raise OpenAIError(
+            f"The tool '{name}' in 'tools' has the name of a server tool, which ChatForge runs "
+            f"itself, but other parameters ({', '.join(sorted(theirs)) or 'none'}; the server's: "
+            f"{', '.join(sorted(ours)) or 'none'}). Rename your tool "
+            f"to have it called on your side, or send just the name '{name}' to use the server's.",
+            status=400, param="tools", code="tool_name_conflict",
+        )
+    if client and not server:
+        return None, client
     return server, client
 
 

@@ -57,7 +57,9 @@ def check_message_rate(*, user: AbstractBaseUser, meta: dict[str, Any]) -> None:
 def _run_options(request: ChatRequest) -> RunOptions:
     tools, client_tools = split_tools(request.tools, request.tool_specs)
     if tools is None and not request.assistant and settings.CHATFORGE_OPENAI_DEFAULT_TOOLS is not None:
-        tools = list(settings.CHATFORGE_OPENAI_DEFAULT_TOOLS)
+        # The client's own tools shadow defaults of the same name (split_tools).
+        shadowed = {spec["function"]["name"] for spec in client_tools}
+        tools = [name for name in settings.CHATFORGE_OPENAI_DEFAULT_TOOLS if name not in shadowed]
     options: dict[str, Any] = {
         "model": request.model,
         "tools": tools,

@@ -108,6 +108,12 @@ def check_run_options(options: RunOptions) -> dict:
                 f"{settings.CHATFORGE_MAX_TOOLS_PER_REQUEST}.",
                 details={"field": "tools"},
             )
+    if options.tools is None and options.client_tools:
+        # Tools the request did not name (every enabled tool, or the
+        # assistant's) give way to a client tool of the same name: the client
+        # chose its tool, not the server's (openai_api/client_tools.split_tools).
+        shadowed = {spec["function"]["name"] for spec in options.client_tools}
+        tools = [name for name in tools if name not in shadowed]
     asking = tools_needing_approval(registry, tools, assistant)
     unattended: dict = {}
     if asking and not options.can_ask_approval:
@@ -145,12 +151,16 @@ def check_run_options(options: RunOptions) -> dict:
 
 
 def _client_tools(specs: list[dict], *, server_tools: list[str]) -> list[dict]:
-    registry = get_registry()
+    """The client's specs, once each. A name may be a server tool's only
+    when that tool is not offered in this run: a model's call of the name
+    goes to the client (llm_turns checks the client's names first)."""
     names = [spec["function"]["name"] for spec in specs]
-    clash = [name for name in names if registry.get(name) is not None]
+    offered = set(server_tools)
+    clash = [name for name in names if name in offered]
     if clash:
         raise InvalidRequest(
-            f"Client tool name(s) {', '.join(clash)} are server tools: rename the client's tools.",
+            f"Client tool name(s) {', '.join(clash)} are server tools offered in this run: rename the "
+            "client's tools.",
             details={"field": "client_tools", "conflicting": clash},
         )
     if len(server_tools) + len(specs) > settings.CHATFORGE_MAX_TOOLS_PER_REQUEST:

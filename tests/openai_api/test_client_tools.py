@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from chatforge.conversations.models import Message, Run, ToolInvocation
-from tests.fakes.openai_server import Reply, last_user_text, tool_results
+from tests.fakes.openai_server import Reply, tool_results
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -149,7 +149,7 @@ def test_client_history_that_is_not_in_the_ledger_is_replayed_as_sent(stack, fak
 
 
 @pytest.mark.parametrize(("request_options", "code", "text"), [
-    ({"tools": [{"type": "function", "function": {
+    ({"tools": ["echo", {"type": "function", "function": {
         "name": "calculator", "description": "mine",
         "parameters": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}}]},
      "tool_name_conflict", "has the name of a server tool"),
@@ -178,3 +178,31 @@ def test_client_tool_requests_that_cannot_be_honoured(stack, make_user, request_
     error = caught.value.body
     assert text in error["message"] and (code is None or error["code"] == code), error
     assert not Run.objects.filter(user=user).exists()
+
+
+def test_a_frontend_sending_only_its_own_tools_still_gets_the_servers(stack, fake_llm, make_user):
+    """Shaped like Open WebUI's default chat request: many specs of its own
+    tools, no server tool named. The model is offered the server's tools
+    beside them, and its call of the server's calculator runs on the server."""
+    frontend_tools = [{"type": "function", "function": {
+        "name": f"frontend_tool_{i}", "description": "One of the frontend's own tools.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}} for i in range(36)]
+
+    def script(body):
+        offered = {tool["function"]["name"] for tool in body.get("tools", [])}
+        if "calculator" not in offered:
+            return Reply(text="I have no calculator.")
+        results = tool_results(body)
+        if not results:
+            return Reply(text="", tool_calls=[("calculator", {"expression": "17*23"})])
+        return Reply(text=f"17*23 = {json.loads(results[-1]['content'])['result']}.")
+
+    fake_llm.add_script("frontend-tools", script)
+    user, token = make_user()
+    answer = sdk(stack, token).chat.completions.create(
+        model="frontend-tools", tools=frontend_tools, messages=[{"role": "user", "content": "What is 17*23?"}])
+    assert (answer.choices[0].message.content, answer.choices[0].finish_reason) == ("17*23 = 391.", "stop")
+    offered = [tool["function"]["name"] for tool in fake_llm.requests_for("frontend-tools")[0]["tools"]]
+    assert "calculator" in offered and "frontend_tool_35" in offered
+    assert list(ToolInvocation.objects.filter(run__user=user).values_list("name", "status")) == \
+        [("calculator", "success")]
