@@ -60,6 +60,32 @@ def test_one_message_in_embedded_mode(embedded_env):
     assert out.rstrip().splitlines()[-1].startswith("[completed: stop")
 
 
+# A log line of the text format: "2026-01-01T00:00:00.000000Z [info     ] …".
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\S+ \[\s*(debug|info|warning|error|critical)\s*\]", re.MULTILINE)
+
+
+def test_the_transcript_is_not_buried_in_log_lines(embedded_env):
+    """The embedded worker runs inside the command: its INFO lines (Celery's
+    "Task … received/succeeded", the engine's) stay off the terminal unless
+    asked for with -v 2."""
+    done = chat(["What is 17*23?"], embedded_env)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not LOG_LINE.search(done.stderr), done.stderr
+    lines = done.stdout.splitlines()
+    assert re.fullmatch(r"conversation [0-9a-f-]{36}", lines[0]), lines
+    assert any(line.startswith("→ calculator(") for line in lines), lines
+    assert any(line.startswith("← calculator success in ") for line in lines), lines
+    assert lines[-1].startswith("[completed: stop"), lines
+    assert not LOG_LINE.search(done.stdout), done.stdout
+
+    verbose = chat(["-v", "2", "What is 17*23?"], embedded_env)
+
+    assert verbose.returncode == 0, verbose.stdout + verbose.stderr
+    infos = [match.group(0) for match in LOG_LINE.finditer(verbose.stderr) if match.group(1) == "info"]
+    assert infos and "Task chatforge.llm_turn[" in verbose.stderr, verbose.stderr
+
+
 def test_interactive_loop_continues_a_conversation(embedded_env):
     first = chat(["What is 2+2?"], embedded_env)
     conversation_id = re.search(r"^conversation (\S+)$", first.stdout, re.M).group(1)

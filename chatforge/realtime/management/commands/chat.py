@@ -8,11 +8,15 @@ It calls the services directly (``run_start``) and follows the run's event
 log like a websocket client would, so it works against the workers in
 distributed mode; in embedded mode it starts the in-process worker itself.
 Ctrl-C while a run streams asks the run to stop; a second Ctrl-C quits.
+Log lines below WARNING (the worker's "Task … received", the engine's "run
+accepted", …) are kept off the terminal; ``-v 2`` shows them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import logging.config
 import sys
 from typing import Any
 
@@ -33,13 +37,35 @@ from ...streams import run_events
 OUTPUT_PREVIEW_CHARS = 500
 
 
+def quiet_logs() -> None:
+    """Keep the transcript readable: in embedded mode the worker runs in this
+    process, and each run would add a dozen INFO lines (Celery's "Task …
+    received/succeeded", the engine's, the start-up GC freeze) to the
+    terminal between the answer's lines. Warnings and errors still show.
+
+    The level is set on the handlers, not on loggers, so a logger that sets
+    its own level is held back too; and it is set in ``settings.LOGGING``,
+    because starting the embedded worker runs ``django.setup()`` again
+    (Celery's Django fixup), which re-applies that configuration. Kombu's
+    "No hostname was supplied" warning is about the in-memory broker of
+    embedded mode, which has no host: it says nothing to someone chatting.
+    """
+    config = dict(settings.LOGGING)
+    config["handlers"] = {name: {**handler, "level": "WARNING"} for name, handler in config["handlers"].items()}
+    if settings.EMBEDDED:
+        config["loggers"] = {**config.get("loggers", {}), "kombu.connection": {"level": "ERROR"}}
+    settings.LOGGING = config
+    logging.config.dictConfig(config)
+
+
 def _preview(text: str, limit: int = OUTPUT_PREVIEW_CHARS) -> str:
     text = text.replace("\n", " ")
     return text if len(text) <= limit else text[:limit] + f"… ({len(text)} chars)"
 
 
 class Command(BaseCommand):
-    help = "Chat with ChatForge from the terminal, watching each run live (text, tool calls, outputs)."
+    help = ("Chat with ChatForge from the terminal, watching each run live (text, tool calls, outputs). "
+            "Log lines below WARNING are shown with -v 2.")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("message", nargs="?", help="The message to send; without it, read messages from stdin.")
@@ -51,6 +77,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, message: str | None, user: str, conversation: str | None, model: str,
                tools: str | None, max_iterations: int | None, **options) -> None:
+        if options.get("verbosity", 1) < 2:
+            quiet_logs()
         account = get_user_model().objects.filter(username=user).first()
         if account is None:
             raise CommandError(
