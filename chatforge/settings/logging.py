@@ -37,12 +37,21 @@ def _access_fields(logger, method_name: str, event_dict: dict) -> dict:
     return event_dict
 
 
+def _drop_color_message(logger, method_name: str, event_dict: dict) -> dict:
+    """uvicorn passes its messages a second time, with ANSI colour codes, as
+    ``extra={"color_message": …}`` for its own colouring formatter; taken as
+    an extra field it put escape codes into every text and JSON line."""
+    event_dict.pop("color_message", None)
+    return event_dict
+
+
 # What every record gets before it is rendered.
 _SHARED = [
     structlog.contextvars.merge_contextvars,
     structlog.stdlib.add_log_level,
     structlog.stdlib.add_logger_name,
     structlog.stdlib.ExtraAdder(),
+    _drop_color_message,
     structlog.processors.TimeStamper(fmt="iso", utc=True),
     structlog.processors.CallsiteParameterAdder([structlog.processors.CallsiteParameter.PROCESS]),
     _access_fields,
