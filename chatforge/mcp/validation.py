@@ -3,7 +3,15 @@
 A row that saves is a row whose every configured part can work: the URL is
 http(s), headers are strings, the allow-list is a list of names, and every
 policy value (the server's and each override) builds a ``ToolPolicy``.
-Whether the URL is reachable and what the server lists is discovery's
+
+The URL also goes through the tools' address guard (``tools.net.guard``): a
+server on an address tools may not reach (loopback, private, link-local, the
+cloud metadata address...) cannot be registered, unless
+CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS lists its ``host:port``. Refusing it
+here, not only when connecting, keeps the admin from showing as configured a
+server no call could ever reach. Every connection is checked again (DNS can
+answer differently later); a host that does not resolve now is saved, as
+whether the URL is reachable and what the server lists is discovery's
 business, reported on the row after the save.
 """
 
@@ -14,6 +22,8 @@ import re
 from django.core.exceptions import ValidationError
 
 from tools.base import ToolPolicy
+from tools.errors import ToolError
+from tools.net.guard import BlockedDestination, InvalidURL, check_url
 
 from .models import McpServer
 from .policy import apply_override, override_problems, server_policy
@@ -28,6 +38,8 @@ def check_server(server: McpServer) -> None:
         errors["url"] = ["An MCP server needs an http:// or https:// URL, e.g. https://mcp.example.com/mcp."]
     elif "${" in server.url:
         errors["url"] = ["Placeholders go in headers, not in the URL: the URL names the server for everyone."]
+    else:
+        _check_destination(server.url, errors)
     _check_headers(server.headers, errors)
     if not isinstance(server.allowed_tools, list) or not all(
         isinstance(name, str) and name for name in server.allowed_tools
@@ -38,6 +50,23 @@ def check_server(server: McpServer) -> None:
         _check_overrides(server.tool_overrides, policy, errors)
     if errors:
         raise ValidationError(errors)
+
+
+def _check_destination(url: str, errors: dict[str, list[str]]) -> None:
+    """Refuse a URL whose host is, or resolves to, an address tools may not reach."""
+    try:
+        check_url(url)
+    except BlockedDestination as exc:
+        errors["url"] = [(
+            f"This server cannot be registered: {exc} A server on an internal network needs its host:port "
+            "in CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS."
+        )]
+    except InvalidURL as exc:
+        errors["url"] = [f"This URL cannot be used: {exc}."]
+    except ToolError:
+        # The host does not resolve (now): nothing to refuse yet. Discovery,
+        # right after the save, reports it, and each connection is checked.
+        pass
 
 
 def _check_headers(headers: object, errors: dict[str, list[str]]) -> None:

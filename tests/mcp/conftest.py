@@ -14,6 +14,10 @@ from chatforge.mcp.models import McpServer
 from tests.support.mcp_server import RunningMcpServer, shared_server
 from tools.net import policy
 
+# A public-looking server that no lookup finds: saving it is allowed (the guard
+# has no address to refuse), and its listing fails without leaving the machine.
+UNRESOLVABLE_URL = "http://mcp.invalid/mcp"
+
 
 @pytest.fixture
 def mcp_server() -> Iterator[RunningMcpServer]:
@@ -52,8 +56,8 @@ def make_server() -> Callable[..., McpServer]:
     """Save a checked server row; ``tools`` gives it a stored list without discovery."""
 
     def make(name: str = "docs", *, tools: list[str] | None = None, **fields: Any) -> McpServer:
-        # A loopback URL the guard refuses unless a test allows it: nothing here reaches the network.
-        server = McpServer(name=name, url=fields.pop("url", "http://127.0.0.1:9/mcp"), **fields)
+        # A host that never resolves (.invalid, RFC 6761): the row saves, and nothing reaches the network.
+        server = McpServer(name=name, url=fields.pop("url", UNRESOLVABLE_URL), **fields)
         if tools is not None:
             server.discovered_tools = listed(*tools)
             server.discovered_at = server.discovery_attempted_at = timezone.now()

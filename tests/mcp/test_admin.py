@@ -12,7 +12,10 @@ from django.contrib.messages import get_messages
 
 from chatforge.catalog.models import ToolDefinition
 from chatforge.mcp.models import McpServer
+from tests.mcp.conftest import UNRESOLVABLE_URL
 from tests.support.mcp_server import TOOL_NAMES
+from tests.support.stack import free_port
+from tools.net import policy
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +25,7 @@ ADD_URL = "/admin/mcp/mcpserver/add/"
 def server_form(**overrides: str) -> dict[str, str]:
     """The add form as a browser posts it (JSON fields as text)."""
     data = {
-        "name": "testmcp", "url": "http://127.0.0.1:9/mcp", "transport": "streamable_http", "enabled": "on",
+        "name": "testmcp", "url": UNRESOLVABLE_URL, "transport": "streamable_http", "enabled": "on",
         "headers": "{}", "allowed_tools": "[]", "timeout_s": "30", "max_attempts": "1",
         "backoff_initial_s": "0.5", "backoff_max_s": "8", "side_effects": "not_idempotent", "pool": "process",
         "tool_overrides": "{}",
@@ -64,15 +67,67 @@ def test_saving_a_server_lists_its_tools_and_its_page_shows_them(admin_client, m
 
 
 def test_a_server_that_cannot_be_reached_is_saved_with_the_reason_shown(admin_client):
-    created = admin_client.post(ADD_URL, server_form(url="http://127.0.0.1:9/mcp"))
+    port = free_port()  # nothing listens there
+    policy.configure(allowed_private_hosts=[f"127.0.0.1:{port}"])
+    try:
+        created = admin_client.post(ADD_URL, server_form(url=f"http://127.0.0.1:{port}/mcp"))
+    finally:
+        policy.configure(allowed_private_hosts=[])
     assert created.status_code == 302
     prefix = "Could not list the tools of the MCP server testmcp: "
     [warning] = [m for m in messages_of(created) if m.startswith(prefix)]
-    assert "127.0.0.1 is a loopback address, which tools may not reach" in warning
+    assert "could not reach the MCP server 'testmcp'" in warning
     server = McpServer.objects.get(name="testmcp")
     page = page_text(admin_client.get(f"/admin/mcp/mcpserver/{server.pk}/change/"))
-    assert "last discovery error" in page.lower() and "which tools may not reach" in page
+    assert "last discovery error" in page.lower() and "could not reach the MCP server" in page
     assert "None yet: save the server or use “Refresh tools now”." in page
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://127.0.0.1:9/mcp", "127.0.0.1 is a loopback address"),
+        ("http://localhost:9/mcp", "localhost resolves to 127.0.0.1, a loopback address"),
+        ("https://10.0.0.5/mcp", "10.0.0.5 is a private address"),
+        ("http://169.254.169.254/latest/mcp", "169.254.169.254 is the cloud metadata address"),
+        ("http://[::ffff:192.168.1.10]/mcp", "a private address (192.168.1.10) in IPv6 form"),
+    ],
+)
+def test_a_server_on_an_address_tools_may_not_reach_cannot_be_registered(admin_client, url, reason):
+    response = admin_client.post(ADD_URL, server_form(url=url))
+
+    assert response.status_code == 200
+    [error] = response.context["adminform"].form.errors["url"]
+    assert error.startswith("This server cannot be registered: refusing to fetch ")
+    assert f"{reason}, which tools may not reach." in error
+    assert error.endswith("A server on an internal network needs its host:port in "
+                          "CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS.")
+    assert html.escape(error, quote=False) in response.content.decode()
+    assert not McpServer.objects.exists()
+
+
+def test_a_host_port_the_operator_allows_can_be_registered(admin_client):
+    port = free_port()
+    refused = admin_client.post(ADD_URL, server_form(url=f"http://127.0.0.1:{port}/mcp"))
+    assert refused.status_code == 200 and not McpServer.objects.exists()
+
+    policy.configure(allowed_private_hosts=[f"127.0.0.1:{port}"])
+    try:
+        created = admin_client.post(ADD_URL, server_form(url=f"http://127.0.0.1:{port}/mcp"))
+    finally:
+        policy.configure(allowed_private_hosts=[])
+    assert created.status_code == 302
+    assert McpServer.objects.get(name="testmcp").url == f"http://127.0.0.1:{port}/mcp"
+
+
+def test_changing_a_server_to_a_forbidden_address_is_refused(admin_client, make_server):
+    server = make_server("testmcp", tools=["search"])
+    response = admin_client.post(f"/admin/mcp/mcpserver/{server.pk}/change/",
+                                 server_form(url="http://10.1.2.3/mcp"))
+    assert response.status_code == 200
+    assert "10.1.2.3 is a private address" in response.context["adminform"].form.errors["url"][0]
+    server.refresh_from_db()
+    assert server.url == UNRESOLVABLE_URL and [tool["name"] for tool in server.discovered_tools] == ["search"]
 
 
 @pytest.mark.parametrize(
@@ -136,11 +191,11 @@ def test_staff_without_the_change_permission_cannot_refresh(client, django_user_
 def test_pointing_a_server_elsewhere_drops_the_list_of_the_old_one(admin_client, make_server):
     server = make_server("testmcp", tools=["search"])
     changed = admin_client.post(f"/admin/mcp/mcpserver/{server.pk}/change/",
-                                server_form(url="http://127.0.0.1:10/mcp"))
+                                server_form(url="http://elsewhere.invalid/mcp"))
     assert changed.status_code == 302
     server.refresh_from_db()
     assert server.discovered_tools == [] and server.discovered_at is None
-    assert "which tools may not reach" in server.discovery_error
+    assert "could not resolve elsewhere.invalid" in server.discovery_error
 
 
 def test_saving_other_fields_keeps_the_list(admin_client, make_server):
@@ -151,9 +206,8 @@ def test_saving_other_fields_keeps_the_list(admin_client, make_server):
 
 
 def test_an_mcp_tool_can_be_run_by_hand_from_the_admin(admin_client, mcp_server, make_server):
-    from tests.admin.test_tools_admin import result_json
-
     from chatforge.mcp.discovery import discover
+    from tests.admin.test_tools_admin import result_json
 
     assert discover(make_server("handy", url=mcp_server.url, enabled=False)).ok
     url = "/admin/catalog/tooldefinition/run/handy__add/"

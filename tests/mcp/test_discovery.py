@@ -17,6 +17,7 @@ from chatforge.mcp.models import McpServer
 from chatforge.mcp.tasks import mcp_discover
 from tests.support.mcp_server import TOOL_NAMES
 from tools.errors import ToolError
+from tools.net import guard, policy
 
 pytestmark = pytest.mark.django_db
 
@@ -52,12 +53,11 @@ def test_a_changed_list_counts_as_a_catalog_change_and_the_same_list_does_not(mc
 
 def test_a_failed_discovery_keeps_the_last_good_list_and_records_why(make_server):
     from tests.support.stack import free_port
-    from tools.net import policy
 
     port = free_port()
-    server = make_server("docs", tools=["search"], url=f"http://127.0.0.1:{port}/mcp")
     policy.configure(allowed_private_hosts=[f"127.0.0.1:{port}"])
     try:
+        server = make_server("docs", tools=["search"], url=f"http://127.0.0.1:{port}/mcp")
         outcome = discover(server)
     finally:
         policy.configure(allowed_private_hosts=[])
@@ -69,10 +69,32 @@ def test_a_failed_discovery_keeps_the_last_good_list_and_records_why(make_server
 
 
 def test_a_server_the_guard_refuses_is_not_asked_at_all(make_server):
-    server = make_server("local", url="http://127.0.0.1:9/mcp")
+    # Saved while its host:port was allowed; the allowance is gone when it is
+    # listed: the guard is applied again at every connection.
+    policy.configure(allowed_private_hosts=["127.0.0.1:9"])
+    try:
+        server = make_server("local", url="http://127.0.0.1:9/mcp")
+    finally:
+        policy.configure(allowed_private_hosts=[])
     outcome = discover(server)
     assert not outcome.ok
     assert "127.0.0.1 is a loopback address, which tools may not reach" in outcome.error
+
+
+def test_a_host_that_resolves_elsewhere_after_the_save_is_refused_when_connecting(make_server, monkeypatch):
+    """DNS rebinding: the host resolved to a public address when the row was
+    checked, and to loopback when discovery connects."""
+    answers = {"mcp.rebinding.example": ["93.184.215.14"]}
+    monkeypatch.setattr(guard, "_resolve", lambda host, port: answers[host])
+    server = make_server("rebound", url="http://mcp.rebinding.example/mcp")
+
+    answers["mcp.rebinding.example"] = ["127.0.0.1"]
+    outcome = discover(server)
+
+    assert not outcome.ok
+    assert "mcp.rebinding.example resolves to 127.0.0.1, a loopback address, which tools may not reach" in (
+        outcome.error
+    )
 
 
 def test_values_filled_into_headers_are_scrubbed_from_the_stored_error(make_server, monkeypatch):
