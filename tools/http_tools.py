@@ -7,7 +7,8 @@ the guarded client, so the destination rules of ``tools.net`` apply here too.
 
 Credentials: ``${NAME}`` in the URL or a header value is replaced at call time
 by the calling user's secret ``name`` (lower-case) or else by the operator's
-``env_lookup(NAME)``. Tools never read the environment themselves. Secret
+``env_lookup(NAME)``, which reads only names that start with ``ENV_PREFIX``
+(``TOOL_``). Tools never read the environment themselves. Secret
 values are scrubbed from every error and result, since both reach the model
 (by the executor, for every tool: ``tools.redaction``).
 
@@ -41,6 +42,12 @@ from tools.net.client import GuardedResponse, RetryAfter, guarded_request, parse
 
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 EnvLookup = Callable[[str], str | None]
+
+# Placeholders may read only environment variables with this prefix (the
+# operator's ``env_lookup`` enforces it), so an admin-defined URL or header can
+# never carry DATABASE_URL or the secret key to another host. Defined here, with
+# the error text that advises it, so the advice names exactly what is read.
+ENV_PREFIX = "TOOL_"
 
 _QUERY_METHODS = frozenset({"GET", "DELETE"})
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -189,11 +196,21 @@ def _lookup(name: str, context: ToolContext, env_lookup: EnvLookup) -> str:
         if value:
             context.uses_secret(value)
     if not value:
-        raise ToolError(
-            f"this tool needs ${{{name}}}, which is not set: the user can add a secret named "
-            f"'{name.lower()}', or the operator can configure {name}"
-        )
+        raise ToolError(missing_value_message(name))
     return value
+
+
+def missing_value_message(name: str) -> str:
+    """What to do about ``${name}`` without a value, naming only what the lookup reads:
+    the user's secret, and an environment variable only where one can fill it."""
+    needed = f"this tool needs ${{{name}}}, which is not set: the user can add a secret named '{name.lower()}'"
+    if name.startswith(ENV_PREFIX):
+        return f"{needed}, or the operator can set the environment variable {name}"
+    operator_name = f"{ENV_PREFIX}{name}"
+    return (
+        f"{needed} (an operator's value needs the placeholder ${{{operator_name}}} and the environment "
+        f"variable {operator_name}: only {ENV_PREFIX} variables are read)"
+    )
 
 
 def _query_params(fields: dict[str, Any]) -> dict[str, Any]:

@@ -16,16 +16,16 @@ from django.core.exceptions import ValidationError
 
 from chatforge.env import env
 from tools.base import Tool, ToolContext, ToolPolicy
-from tools.http_tools import HttpToolConfig, make_http_tool
+from tools.http_tools import ENV_PREFIX, HttpToolConfig, make_http_tool
 
 from .models import Assistant, ToolDefinition
 
-# Placeholders in HTTP tools may read only environment variables with this
-# prefix, so an admin-defined URL can never leak DATABASE_URL or the secret key.
-ENV_PREFIX = "TOOL_"
-
 
 def env_lookup(name: str) -> str | None:
+    """The environment variable ``name`` for a ``${NAME}`` placeholder, only if it
+    starts with ``ENV_PREFIX`` (``TOOL_``), so an admin-defined URL can never leak
+    DATABASE_URL or the secret key: the rule the missing-value advice
+    (``tools.http_tools.missing_value_message``) describes."""
     if not name.startswith(ENV_PREFIX):
         return None
     value = env.str(name, default="")

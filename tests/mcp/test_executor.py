@@ -73,7 +73,8 @@ def test_without_the_users_secret_the_call_says_which_secret_to_add(discovered):
     assert result.status == "error"
     assert result.error == (
         "Error executing tool 'testmcp__whoami': this tool needs ${MCP_TEST_TOKEN}, which is not set: the user "
-        "can add a secret named 'mcp_test_token', or the operator can configure MCP_TEST_TOKEN"
+        "can add a secret named 'mcp_test_token' (an operator's value needs the placeholder "
+        "${TOOL_MCP_TEST_TOKEN} and the environment variable TOOL_MCP_TEST_TOKEN: only TOOL_ variables are read)"
     )
 
 

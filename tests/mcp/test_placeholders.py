@@ -4,6 +4,8 @@ value recorded for scrubbing; discovery sends only what needs no user."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from chatforge.mcp.headers import call_headers, discovery_headers
@@ -42,7 +44,37 @@ def test_other_environment_variables_are_never_read(monkeypatch):
     assert "do-not-leak" not in str(raised.value)
     assert str(raised.value) == (
         "this tool needs ${DATABASE_PASSWORD}, which is not set: the user can add a secret named "
-        "'database_password', or the operator can configure DATABASE_PASSWORD"
+        "'database_password' (an operator's value needs the placeholder ${TOOL_DATABASE_PASSWORD} and the "
+        "environment variable TOOL_DATABASE_PASSWORD: only TOOL_ variables are read)"
+    )
+
+
+def advised(error: ToolError) -> tuple[str, str | None]:
+    """The placeholder and the environment variable a missing-value error tells the operator to use."""
+    variable = re.search(r"(?:configure|the environment variable) (\w+)", str(error))
+    placeholder = re.search(r"needs the placeholder (\$\{\w+\})", str(error))
+    return (placeholder.group(1) if placeholder else "", variable.group(1) if variable else None)
+
+
+@pytest.mark.parametrize("placeholder", ["${TOOL_DOCS_KEY}", "${DOCS_KEY}"])
+def test_the_environment_variable_the_error_advises_is_the_one_read(monkeypatch, placeholder):
+    with pytest.raises(ToolError) as raised:
+        call_headers({"X-Key": placeholder}, context())
+    new_placeholder, variable = advised(raised.value)
+    assert variable is not None, str(raised.value)
+
+    monkeypatch.setenv(variable, "operator-key-456")
+    ctx = context()
+    assert call_headers({"X-Key": new_placeholder or placeholder}, ctx) == {"X-Key": "operator-key-456"}
+    assert ctx.secrets_seen.values() == frozenset({"operator-key-456"})
+
+
+def test_a_tool_placeholder_is_advised_as_the_variable_of_its_own_name():
+    with pytest.raises(ToolError) as raised:
+        call_headers({"X-Key": "${TOOL_DOCS_KEY}"}, context())
+    assert str(raised.value) == (
+        "this tool needs ${TOOL_DOCS_KEY}, which is not set: the user can add a secret named 'tool_docs_key', "
+        "or the operator can set the environment variable TOOL_DOCS_KEY"
     )
 
 
