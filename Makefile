@@ -2,19 +2,36 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt constraints.txt | cksum | cut -d' ' -f1)
+# One venv, two install levels, each stamped with a checksum of its files:
+# the runtime (requirements.txt) for run, chat and the workers, and on top of
+# it the test and benchmark tools (requirements-dev.txt) for test and bench.
+RUNTIME_STAMP := $(VENV)/.installed-runtime-$(shell cat requirements.txt constraints.txt | cksum | cut -d' ' -f1)
+DEV_STAMP := $(VENV)/.installed-dev-$(shell cat requirements.txt requirements-dev.txt constraints.txt | cksum | cut -d' ' -f1)
+PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay lock worker-llm worker-tools worker-tools-io beat chat
+.PHONY: run test install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay lock worker-llm worker-tools worker-tools-io beat chat interop-openwebui
 
-$(STAMP): requirements.txt requirements-dev.txt constraints.txt
+$(RUNTIME_STAMP): requirements.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
-	rm -f $(VENV)/.installed-*
-	touch $(STAMP)
+	$(PIP_INSTALL) -r requirements.txt -c constraints.txt
+	rm -f $(VENV)/.installed-runtime-* $(VENV)/.installed-[0-9]*
+	touch $(RUNTIME_STAMP)
 
-install: $(STAMP)
+# After the runtime install pip only adds what is missing; the dev set
+# includes the runtime, so its install also stands for the runtime stamp.
+$(DEV_STAMP): requirements.txt requirements-dev.txt constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) -r requirements-dev.txt -c constraints.txt
+	rm -f $(VENV)/.installed-*
+	touch $(RUNTIME_STAMP) $(DEV_STAMP)
+
+.PHONY: install-dev
+## Runtime packages only (make run, make chat, the workers)
+install: $(RUNTIME_STAMP)
+## Runtime, test and benchmark packages (make test, make bench…)
+install-dev: $(DEV_STAMP)
 
 ## Run ChatForge in embedded mode (no services needed) on http://$(HOST):$(PORT)/
 run: install
@@ -33,7 +50,7 @@ TEST_PROCESSES ?= 3
 
 ## Run the whole test suite (needs local Postgres, Redis and Debian's Chromium;
 ## starts the services if stopped, installs what is missing when it may)
-test: install services browser
+test: install-dev services browser
 	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
 services:
@@ -43,7 +60,7 @@ browser:
 	bash deploy/local/ensure-browser.sh
 
 ## Re-take the screenshots in docs/screenshots/ (the browser tests take them)
-screenshots: install services browser
+screenshots: install-dev services browser
 	CHATFORGE_SCREENSHOTS_DIR=docs/screenshots $(PY) -m pytest tests/browser -q
 
 ## Re-pin every package after changing requirements*.txt (writes constraints.txt)
@@ -55,46 +72,53 @@ lock:
 	rm -rf .venv-lock
 
 ## Benchmarks (results are written to docs/performance.md)
-bench: install services
+bench: install-dev services
 	$(PY) -m bench.run
 
 ## Where one run's time goes: a timeline of its segments and its costliest
 ## statements, 30 runs one at a time (~1 minute; printed, see docs/performance.md)
-bench-timeline: install
+bench-timeline: install-dev
 	$(PY) -m bench.timeline --runs 30
 
 ## Fair scheduling: a user's backlog of 200 runs against another user's 5, with
 ## and without per-user caps, on private Postgres and Redis (~2 minutes)
-bench-fairness: install
+bench-fairness: install-dev
 	$(PY) -m bench.fairness
 
 ## The relay's read path alone: 10, 100 and 500 readers following their runs'
 ## streams on a private Redis (~40 seconds; printed, see docs/performance.md)
-bench-relay: install
+bench-relay: install-dev
 	$(PY) -m bench.relay
 
 ## Load at a real model's pace: 1, 20 and 100 runs at once, each answer 10 s
 ## of one SSE chunk per token at 50 tokens/s, each run on its own socket, on
 ## private Postgres and Redis; one LLM worker per core (~3 minutes; figures are
 ## printed, see docs/performance.md). LOAD_ARGS adds options (--json FILE …).
-bench-load: install
+bench-load: install-dev
 	$(PY) -m bench.load --runs 1,20,100 --tokens-per-s 50 --llm 2 $(LOAD_ARGS)
 
 ## The same at 100 and at 200 tokens/s (fast providers)
-bench-load-100: install
+bench-load-100: install-dev
 	$(PY) -m bench.load --runs 1,20,100 --tokens-per-s 100 --llm 2 $(LOAD_ARGS)
-bench-load-200: install
+bench-load-200: install-dev
 	$(PY) -m bench.load --runs 1,20,100 --tokens-per-s 200 --llm 2 $(LOAD_ARGS)
 
 ## Load, steady: 500 runs of 20 s answers at 50 tokens/s started over 10 s, so
 ## that all 500 stream at once (25,000 tokens/s offered; ~2 minutes)
-bench-load-steady: install
+bench-load-steady: install-dev
 	$(PY) -m bench.load --runs 500 --tokens-per-s 50 --ramp 10 --duration 20 --llm 2 $(LOAD_ARGS)
 
 ## Load, burst: 500 runs of 2 s answers at 50 tokens/s posted in the same
 ## instant (~1 minute)
-bench-load-burst: install
+bench-load-burst: install-dev
 	$(PY) -m bench.load --runs 500 --tokens-per-s 50 --duration 2 --llm 2 $(LOAD_ARGS)
+
+## Open WebUI 0.12.4 against a running ChatForge, by hand (not in CI): installs it
+## once into .venv-openwebui/ (CPU-only torch), starts it on a free port and prints
+## PASS/FAIL per check (docs/open-webui.md#interop-check). CHATFORGE_URL (default
+## http://127.0.0.1:8000); CHATFORGE_TOKEN, or a token is made for a local ChatForge
+interop-openwebui: install
+	$(PY) -m interop.openwebui $(if $(CHATFORGE_URL),--chatforge-url $(CHATFORGE_URL))
 
 # Distributed-mode processes (set DATABASE_URL, REDIS_URL, DJANGO_SECRET_KEY).
 worker-llm: install
