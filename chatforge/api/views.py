@@ -79,7 +79,11 @@ class ConversationViewSet(
         search = self.request.query_params.get("q", "").strip() if listing else ""
         if "\x00" in search:
             raise ValidationError({"q": ["The search text cannot contain NUL characters."]})
-        return selectors.conversations_of(self.request.user, source=source, search=search or None)
+        conversations = selectors.conversations_of(self.request.user, source=source, search=search or None)
+        if listing and source is None:
+            # A frontend's background tasks (/v1 "background-tasks") only when asked for.
+            conversations = conversations.exclude(source=Conversation.Source.TASK)
+        return conversations
 
     def get_object(self) -> Conversation:
         """The user's conversation named by the URL (404 otherwise), read

@@ -27,8 +27,10 @@ from orchestration.providers.images import content_parts, data_url_parts
 from orchestration.providers.sampling import SUPPORTED
 from orchestration.services.runs import RunOptions, run_for_idempotency_key, run_request_cancel, run_start
 
+from .background_tasks import answering_model, is_background_task, listed_model
 from .client_tools import continued_rounds, split_tools
 from .errors import OpenAIError
+from .resent_history import conversation_for_history
 from .translate import ChatRequest, ToolCallOut
 
 logger = logging.getLogger(__name__)
@@ -54,7 +56,18 @@ def check_message_rate(*, user: AbstractBaseUser, meta: dict[str, Any]) -> None:
         )
 
 
+def _background_task_options(request: ChatRequest) -> RunOptions:
+    """One model turn, no tools of anyone's (background_tasks.py)."""
+    sampling = {k: v for k, v in request.sampling.items() if k not in ("tool_choice", "parallel_tool_calls")}
+    return RunOptions(model=answering_model(request.model), tools=[], max_iterations=0,
+                      reasoning_effort=request.reasoning_effort, assistant=request.assistant,
+                      sampling=sampling or None, temperature=request.temperature,
+                      max_tokens=request.max_tokens, can_ask_approval=False)
+
+
 def _run_options(request: ChatRequest) -> RunOptions:
+    if is_background_task(request.model):
+        return _background_task_options(request)
     tools, client_tools = split_tools(request.tools, request.tool_specs)
     if tools is None and not request.assistant and settings.CHATFORGE_OPENAI_DEFAULT_TOOLS is not None:
         # The client's own tools shadow defaults of the same name (split_tools).
@@ -108,18 +121,24 @@ def chat_start(*, user: AbstractBaseUser, request: ChatRequest, idempotency_key:
     an earlier request (same ``idempotency_key``) gets that request's run
     back, marked ``replayed``, and creates nothing."""
     options = _run_options(request)
-    check_images(model=request.model, images=[*request.images, *(i for p in request.prior for i in p.images)])
+    check_images(model=options.model, images=[*request.images, *(i for p in request.prior for i in p.images)])
     replay = run_for_idempotency_key(user=user, key=idempotency_key, content=request.content)
     if replay is not None:
         return replay
     continued = continued_rounds(user=user, rounds=request.continued)
+    background = is_background_task(request.model)
+    conversation: Conversation | None = None
     if request.conversation_id is not None:
         conversation = _conversation(user, request.conversation_id)
+    elif not background and not continued:
+        conversation = conversation_for_history(user, request.prior)
+    if conversation is not None:
         return run_start(user=user, conversation=conversation, content=request.content, options=options,
                          idempotency_key=idempotency_key, images=request.images)
+    source = Conversation.Source.TASK if background else Conversation.Source.OPENAI
     with transaction.atomic():
         conversation = Conversation.objects.create(
-            user=user, source=Conversation.Source.OPENAI, title=" ".join(request.content.split())[:80])
+            user=user, source=source, title=" ".join(request.content.split())[:80])
         for prior in request.prior:
             Message.objects.create(conversation=conversation, role=prior.role, content=prior.content,
                                    content_json=content_parts(prior.content, prior.images),
@@ -162,6 +181,7 @@ def ignored_parameters(*, model: str, sampling: dict[str, Any]) -> list[str]:
     sent to nobody): told to the client in ``X-ChatForge-Ignored-Parameters``."""
     if not sampling:
         return []
+    model = answering_model(model)
     kind = DEMO_MODEL if model == DEMO_MODEL else str(resolve_model(model).kind)
     return sorted(set(sampling) - SUPPORTED.get(kind, frozenset()))
 
@@ -229,4 +249,8 @@ def model_list() -> list[dict[str, Any]]:
         item["validated"] = bool(status and status.validated)
     default = settings.CHATFORGE_DEFAULT_MODEL
     items.sort(key=lambda item: item["id"] != default)  # the default model first, the rest in order
+    background = listed_model()
+    if background is not None:
+        answering = statuses.get(answering_model(background["id"]))
+        items.append({**background, "validated": bool(answering and answering.validated)})
     return items

@@ -45,6 +45,7 @@ from orchestration.providers.base import ErrorKind
 from orchestration.services.runs import check_idempotency_key
 
 from . import services
+from .background_tasks import is_background_task
 from .errors import OpenAIError, from_chatforge
 from .translate import (
     ROUND_SEPARATOR,
@@ -244,7 +245,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         chat = parse_chat_request(_json_body(request),
                                   show_tool_calls_header=request.headers.get(SHOW_TOOL_CALLS_HEADER))
         idempotency_key = check_idempotency_key(request.headers.get("Idempotency-Key"))
-        await db_sync_to_async(services.check_message_rate)(user=user, meta=request.META)
+        if not is_background_task(chat.model):  # a frontend's own request, not a person's message
+            await db_sync_to_async(services.check_message_rate)(user=user, meta=request.META)
         run = await db_sync_to_async(services.chat_start)(
             user=user, request=chat, idempotency_key=idempotency_key)
         ignored = await db_sync_to_async(services.ignored_parameters)(model=chat.model, sampling=chat.sampling)

@@ -9,6 +9,14 @@ from .mode import EMBEDDED, REDIS_URL
 
 # Messages a user may post per period ("30/min", "500/day"; empty: no limit).
 CHATFORGE_MESSAGE_RATE: str = env.str("CHATFORGE_MESSAGE_RATE", default="30/min")
+# The model /v1's "background-tasks" alias answers with: what frontends
+# point their title, tag and follow-up generation at (docs/open-webui.md).
+# Unset: the default model; "none": no such alias.
+_background_tasks_model = env.str("CHATFORGE_OPENAI_BACKGROUND_TASKS_MODEL", default="").strip()
+CHATFORGE_OPENAI_BACKGROUND_TASKS_MODEL: str | None = (
+    None if _background_tasks_model.lower() == "none" else _background_tasks_model or None
+)
+CHATFORGE_OPENAI_BACKGROUND_TASKS: bool = _background_tasks_model.lower() != "none"
 # Largest request body accepted (413 beyond).
 CHATFORGE_MAX_REQUEST_BYTES: int = env.int("CHATFORGE_MAX_REQUEST_BYTES", default=2 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = CHATFORGE_MAX_REQUEST_BYTES

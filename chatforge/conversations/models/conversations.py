@@ -20,6 +20,9 @@ class Conversation(models.Model):
         # Made by an OpenAI client through /v1: kept out of the chat page's
         # sidebar (one per request would bury the person's own chats).
         OPENAI = "openai"
+        # A frontend's background task through /v1's "background-tasks"
+        # model (titles, tags, follow-ups): listed only when asked for.
+        TASK = "task"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     user = models.ForeignKey(
