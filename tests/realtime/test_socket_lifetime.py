@@ -119,9 +119,12 @@ def test_a_server_shutting_down_closes_with_1012_and_the_client_resumes_elsewher
     fake_llm.add_script("lifetime-shutdown", [Reply(text=" ".join(f"s{i}" for i in range(60)), chunk_delay_s=0.1)])
     _, token = make_user()
     api = ApiClient(stack.http_url, token)
-    run_id = api.post_message(api.new_conversation(), "talk", model="lifetime-shutdown")["run_id"]
+    # The server first: started after the run, on a loaded machine it came
+    # up after the run's 6 s had passed, and the socket then closed with
+    # 1000 at the run's end before the server was told to stop.
     port = free_port()
     leaving = start_server(port=port, env=stack.env, log_dir=stack.log_dir, name="server-leaving")
+    run_id = api.post_message(api.new_conversation(), "talk", model="lifetime-shutdown")["run_id"]
 
     events: list[dict] = []
     with connect(run_socket_url(f"ws://127.0.0.1:{port}", run_id),
