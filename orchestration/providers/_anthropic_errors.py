@@ -22,6 +22,7 @@ import anthropic
 import httpx2
 
 from orchestration.providers.base import ErrorKind, ProviderError
+from orchestration.providers.error_text import with_hint
 from orchestration.providers.retry_hints import retry_after_from_headers
 
 KEY_HINT = "Check ANTHROPIC_API_KEY or your anthropic_api_key secret."
@@ -131,20 +132,21 @@ def _from_status(exc: anthropic.APIStatusError, *, where: str, model: str) -> Pr
     retry_after_s = None
     if status == 401:
         kind, retryable = ErrorKind.AUTHENTICATION, False
-        message = f"{where} rejected the API key {detail}. {KEY_HINT}"
+        message = with_hint(f"{where} rejected the API key {detail}", KEY_HINT)
     elif status == 402 or (status == 429 and body.error_code in SPEND_LIMIT_CODES):
         kind, retryable = ErrorKind.QUOTA, False
         cause = body.error_code or body.type
-        message = (
-            f"{where} refused the request for billing reasons ({status} {cause}): {body.message}. "
-            "Check the account's credit balance and spend limits in the Anthropic Console."
+        message = with_hint(
+            f"{where} refused the request for billing reasons ({status} {cause}): {body.message}",
+            "Check the account's credit balance and spend limits in the Anthropic Console.",
         )
     elif status == 403:
         kind, retryable = ErrorKind.PERMISSION, False
-        message = f"{where} refused access with this API key {detail}. {KEY_HINT}"
+        message = with_hint(f"{where} refused access with this API key {detail}", KEY_HINT)
     elif status == 404:
         kind, retryable = ErrorKind.NOT_FOUND, False
-        message = f"{where} does not know model {model!r} or the endpoint {detail}. Check the model name."
+        message = with_hint(f"{where} does not know model {model!r} or the endpoint {detail}",
+                            "Check the model name.")
     elif status == 429:
         kind, retryable = ErrorKind.RATE_LIMIT, True
         message = f"{where} is rate limiting requests {detail}"

@@ -25,6 +25,7 @@ import httpx
 from google.genai import errors as genai_errors
 
 from orchestration.providers.base import RETRYABLE_KINDS, ErrorKind, ProviderError
+from orchestration.providers.error_text import with_hint
 from orchestration.providers.retry_hints import retry_after_from_headers, seconds_from_duration
 
 KEY_HINT = "Check GEMINI_API_KEY or your gemini_api_key secret."
@@ -89,7 +90,7 @@ def error_from_api(exc: genai_errors.APIError, *, where: str, model: str) -> Pro
     retry_after: float | None = None
 
     if status == 401 or (status in (400, 403) and set(body.reasons) & _KEY_REASONS):
-        kind, message = ErrorKind.AUTHENTICATION, f"{where} rejected the API key {detail}. {KEY_HINT}"
+        kind, message = ErrorKind.AUTHENTICATION, with_hint(f"{where} rejected the API key {detail}", KEY_HINT)
     elif status == 403:
         kind, message = ErrorKind.PERMISSION, f"{where} refused access with this API key {detail}"
     elif status == 404:

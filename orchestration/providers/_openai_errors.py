@@ -21,6 +21,7 @@ import httpx2
 import openai
 
 from orchestration.providers.base import RETRYABLE_KINDS, ErrorKind, ProviderError
+from orchestration.providers.error_text import with_hint
 from orchestration.providers.retry_hints import retry_after_from_headers
 
 KEY_HINT = (
@@ -128,7 +129,7 @@ def error_from_event(
         return _error(f"{where} is overloaded ({label}): {text}", ErrorKind.OVERLOADED)
     if names & _AUTH_CODES:
         return _error(
-            f"{where} rejected the API key ({label}): {text.rstrip('.')}. {KEY_HINT}",
+            with_hint(f"{where} rejected the API key ({label}): {text}", KEY_HINT),
             ErrorKind.AUTHENTICATION,
         )
     if names & _PERMISSION_CODES:
@@ -170,7 +171,7 @@ def _from_status(exc: openai.APIStatusError, *, where: str, model: str) -> Provi
         message, kind = f"{where} rejected the request {detail}", ErrorKind.BAD_REQUEST
     elif status == 401:
         message, kind = (
-            f"{where} rejected the API key {detail.rstrip('.')}. {KEY_HINT}",
+            with_hint(f"{where} rejected the API key {detail}", KEY_HINT),
             ErrorKind.AUTHENTICATION,
         )
     elif status == 403:
