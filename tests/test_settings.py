@@ -17,7 +17,7 @@ def run_python(env: dict[str, str]) -> subprocess.CompletedProcess:
 def test_embedded_by_default():
     result = run_python(base_env())
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["embedded", "memory://", "django.db.backends.sqlite3"]
+    assert result.stdout.split() == ["embedded", "memory://localhost/", "django.db.backends.sqlite3"]
 
 
 def test_distributed_with_both_urls():

@@ -17,7 +17,9 @@ CHATFORGE_TOOL_HARD_TIME_LIMIT_S: int = env.int("CHATFORGE_TOOL_HARD_TIME_LIMIT_
 CHATFORGE_LLM_HARD_TIME_LIMIT_S: int = env.int("CHATFORGE_LLM_HARD_TIME_LIMIT_S", default=900)
 _LONGEST_HARD_LIMIT = max(CHATFORGE_TOOL_HARD_TIME_LIMIT_S, CHATFORGE_LLM_HARD_TIME_LIMIT_S)
 
-CELERY_BROKER_URL: str = "memory://" if EMBEDDED else REDIS_URL
+# Embedded: kombu's in-process transport. It has no host, but kombu warns "No
+# hostname was supplied" on every connection to a URL without one.
+CELERY_BROKER_URL: str = "memory://localhost/" if EMBEDDED else REDIS_URL
 # Kombu's Redis transport, reusing one client per channel for sending
 # (chatforge/runtime/broker_transport.py). Plain redis:// only: TLS and
 # Sentinel URLs keep kombu's own transports.
