@@ -36,7 +36,7 @@ install-dev: $(DEV_STAMP)
 ## Run ChatForge in embedded mode (no services needed) on http://$(HOST):$(PORT)/
 run: install
 	$(PY) manage.py migrate --noinput -v 0
-	$(PY) manage.py create_demo_user --admin --instructions --base-url http://$(HOST):$(PORT)
+	$(PY) manage.py create_demo_user --admin --instructions --base-url http://$(if $(filter 0.0.0.0 ::,$(HOST)),127.0.0.1,$(HOST)):$(PORT)
 	$(PY) manage.py serve --host $(HOST) --port $(PORT)
 
 ## Chat from the terminal as the demo user, printing the run live:
