@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django import forms
 from django.conf import settings
@@ -40,14 +40,23 @@ from .tool_runs import (
     sample_arguments,
 )
 
-_MONOSPACE = {"class": "vLargeTextField", "style": "font-family: monospace", "rows": 8, "cols": 80}
+
+class JSONTextarea(forms.Textarea):
+    """A monospace textarea for JSON. Its look is a class in catalog/admin.css,
+    never a style="" attribute, which the Content-Security-Policy blocks."""
+
+    class Media:
+        css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("catalog/admin.css",)}
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs={"class": "vLargeTextField cf-json-input", "rows": 8, "cols": 80, **(attrs or {})})
 
 
 class PrettyJSONField(forms.JSONField):
     """A JSON form field that shows its value indented, so schemas and mappings
     are readable and editable in a textarea."""
 
-    widget = forms.Textarea(attrs=_MONOSPACE)
+    widget = JSONTextarea
 
     def prepare_value(self, value: Any) -> Any:
         if isinstance(value, forms.fields.InvalidJSONInput):

@@ -54,9 +54,10 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    # The browsable API is a development aid: HTML forms for every route.
+    # The browsable API is a development aid: HTML forms for every route
+    # (DRF's page, made to keep to the Content-Security-Policy).
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
-    + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
+    + (["chatforge.api.renderers.BrowsableAPIRenderer"] if DEBUG else []),
 }
 
 SPECTACULAR_SETTINGS = {
