@@ -68,6 +68,36 @@ def test_edit_a_question_then_regenerate_the_answer(page: Page, log_in, browser_
     assert not Message.objects.filter(pk=first_answer.pk).exists()  # a new answer, not the old one
 
 
+def test_an_answer_finished_live_has_its_time_and_regenerate(page: Page, log_in, browser_user, fake_model):
+    """What a reload shows for the last answer (its time, Regenerate) is there
+    as soon as it has streamed to its end, and Regenerate works from there."""
+    user = browser_user("liv")
+    model = echo_model(fake_model, "browser-live-regenerate")
+    log_in(page, "liv")
+    answers = page.locator("article.assistant")
+    ask(page, model, "first question")
+    expect(answers.nth(0).locator(".msg-header time")).to_be_visible()
+    expect(answers.nth(0).locator(".regenerate")).to_be_visible()
+
+    ask(page, model, "second question")
+    second = answers.nth(1)
+    expect(second.locator(".msg-header time")).to_be_visible()
+    expect(second.locator(".regenerate")).to_be_visible()
+    expect(page.locator(".regenerate")).to_have_count(1)  # the last answer's only
+    old_answer = Message.objects.get(conversation__user=user, content="Answer to: second question")
+    expect(second).to_have_attribute("data-message-id", str(old_answer.id))
+
+    with page.expect_navigation():  # accepted, the page reloads and follows the new run
+        second.locator(".regenerate").click()
+    expect(answers).to_have_count(2)
+    expect(last_reply(page)).to_have_attribute("data-status", "completed")
+    expect(last_reply(page).locator(".round-text")).to_have_text("Answer to: second question")
+    conversation = Conversation.objects.get(user=user)
+    assert [m.content for m in conversation.messages.order_by("created_at")] == [
+        "first question", "Answer to: first question", "second question", "Answer to: second question"]
+    assert not Message.objects.filter(pk=old_answer.pk).exists()  # a new answer, not the old one
+
+
 def test_search_rename_and_delete_conversations(page: Page, log_in, browser_user, fake_model):
     user = browser_user("ren")
     model = echo_model(fake_model, "browser-rename")
@@ -97,7 +127,7 @@ def test_search_rename_and_delete_conversations(page: Page, log_in, browser_user
         "Planning a trip to Porto"]
 
 
-def test_a_phone_sized_screen_and_the_dark_theme(browser, stack, log_in, browser_user, fake_model, screenshot):
+def test_a_phone_sized_screen_and_the_dark_theme(browser, stack, log_in, browser_user, fake_model):
     browser_user("pip")
     model = fake_model("browser-phone", [Reply(text="## Short answer\n\nA *readable* reply, with `code`.")])
     context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark")
@@ -111,7 +141,6 @@ def test_a_phone_sized_screen_and_the_dark_theme(browser, stack, log_in, browser
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         sidebar = page.locator("#conversation-sidebar")
         assert not sidebar.evaluate("(el) => el.getBoundingClientRect().right > 0")  # a closed drawer
-        screenshot(page, "chat-phone-dark")
         page.click("#sidebar-toggle")
         expect(sidebar).to_be_in_viewport()
         expect(page.locator("#conversation-list .conversation")).to_have_count(1)

@@ -1,6 +1,7 @@
 """Approving and denying a tool call from the chat page: the call's card asks
 (Approve / Deny, with an optional reason), the run waits, and the decision
-made in the browser lets the run go on."""
+made in the browser lets the run go on. The card then says who decided, and
+a denied call reads *denied*, live and after a reload."""
 
 from __future__ import annotations
 
@@ -49,6 +50,13 @@ def test_approve_a_call_from_its_tool_card(page: Page, log_in, browser_user, fak
     expect(last_reply(page).locator(".round-text").last).to_have_text('Sent: {"sent":true}')
     expect(card.locator(".approval-outcome")).to_have_text("Approved by kim.")
     expect(card.locator(".approve-tool")).to_be_hidden()
+    expect(card.locator(".tool-status")).to_have_text("success")
+
+    page.reload()  # the stored answer still says who approved
+    stored = last_reply(page).locator('.tool-card[data-tool-name="send_note"]')
+    expect(stored).to_have_attribute("data-status", "success")
+    stored.locator("summary").click()
+    expect(stored.locator(".approval-outcome")).to_have_text("Approved by kim.")
 
 
 def test_deny_with_a_reason_after_a_reload(page: Page, log_in, browser_user, fake_model, send_note):
@@ -66,5 +74,22 @@ def test_deny_with_a_reason_after_a_reload(page: Page, log_in, browser_user, fak
 
     expect(last_reply(page)).to_have_attribute("data-status", "completed")
     expect(last_reply(page).locator(".round-text").last).to_have_text("Not sent: you declined.")
-    expect(card.locator(".approval-outcome")).to_have_text("Denied by lou (Not before Monday.).")
-    assert "Not before Monday." in ToolInvocation.objects.get(name="send_note").output
+    denied_as_it_should(card, "Denied by lou (Not before Monday.).")
+    invocation = ToolInvocation.objects.get(name="send_note")
+    assert "Not before Monday." in invocation.output
+    assert invocation.status == "error"  # what the model reads; the page says what happened
+
+    page.reload()  # the stored answer says the same
+    stored = last_reply(page).locator('.tool-card[data-tool-name="send_note"]')
+    expect(stored).to_have_attribute("data-status", "denied")
+    stored.locator("summary").click()
+    denied_as_it_should(stored, "Denied by lou (Not before Monday.).")
+
+
+def denied_as_it_should(card, outcome: str) -> None:
+    """A denied call reads *denied* (not a red *error*), and who decided."""
+    expect(card).to_have_attribute("data-status", "denied")
+    expect(card.locator(".tool-status")).to_have_text("denied")
+    expect(card.locator(".tool-status")).to_have_attribute("data-status", "denied")
+    expect(card.locator(".approval-outcome")).to_have_text(outcome)
+    expect(card.locator(".tool-output-label")).to_have_text("Output")

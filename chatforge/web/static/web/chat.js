@@ -73,6 +73,8 @@ function runOptions() {
 // ---------------------------------------------------------------- history
 
 const sendReplacing = () => postReplacing(conversationId, runOptions);
+// The question each user article shows ({id, content}), for Regenerate.
+const questions = new WeakMap();
 
 function userArticle(message) {
   const article = document.createElement("article");
@@ -90,6 +92,7 @@ function userArticle(message) {
   article.append(header, text);
   addTimestamp(article, message.created_at || new Date().toISOString());
   if (message.id && conversationId) addUserMessageActions(article, message, sendReplacing());
+  questions.set(article, message);
   return article;
 }
 
@@ -104,13 +107,26 @@ function storedAssistantArticle(message) {
 }
 
 // "Regenerate" on the last answer, when nothing is running: it sends the
-// last question again in place of itself and what followed it.
+// last question again in place of itself and what followed it. Decided from
+// what the page shows, so an answer that just finished live gets it as a
+// reloaded one does, and an older answer loses it once a new question is sent.
 function offerRegenerate() {
-  const answers = page.messages.filter((m) => m.role === "assistant");
-  const questions = page.messages.filter((m) => m.role === "user");
-  if (!answers.length || !questions.length || page.active_runs.length) return;
-  const article = historyEl.querySelector(`article.assistant[data-message-id="${answers[answers.length - 1].id}"]`);
-  if (article) addRegenerateButton(article, questions[questions.length - 1], sendReplacing());
+  historyEl.querySelectorAll(".msg-header .regenerate").forEach((button) => button.remove());
+  if ([...liveRuns.values()].some((live) => !TERMINAL.has(live.state.status))) return;
+  const articles = [...historyEl.querySelectorAll(":scope > article")];
+  const answer = articles.pop();
+  if (!answer || !answer.classList.contains("assistant")) return;
+  const question = questions.get(articles.reverse().find((a) => a.classList.contains("user")));
+  if (question && question.id) addRegenerateButton(answer, question, sendReplacing());
+}
+
+// A live run has ended: its reply gets what a reloaded page draws for a
+// stored answer (its id, its time, and Regenerate if it is the last).
+function finishRun(live) {
+  const { article, state } = live;
+  if (state.messageId) article.dataset.messageId = state.messageId;
+  addTimestamp(article, state.endedAt || new Date().toISOString());
+  offerRegenerate();
 }
 
 // Follow the answer: the history stays at its end while a reply streams,
@@ -154,7 +170,6 @@ function renderHistory() {
     historyEl.append(message.role === "user" ? userArticle(message) : storedAssistantArticle(message));
   }
   document.getElementById("empty-state").hidden = page.messages.length > 0;
-  offerRegenerate();
   jumpToLatest();
 }
 
@@ -189,6 +204,7 @@ function scheduleRender() {
     renderQueued = false;
     for (const live of liveRuns.values()) {
       if (live.dirty) { live.dirty = false; renderRun(live.article, live.state, live.connection); }
+      if (TERMINAL.has(live.state.status) && !live.finished) { live.finished = true; finishRun(live); }
     }
     updateStopButton();
     scrollToEnd();
@@ -234,8 +250,11 @@ function connect(live) {
 
 function follow(runId, article, status = "queued") {
   const state = savedState(runId) || newRunState(runId, status);
-  const live = { state, article, socket: null, attempts: 0, connection: "connecting", dirty: true, stopped: false };
+  const live = {
+    state, article, socket: null, attempts: 0, connection: "connecting", dirty: true, stopped: false, finished: false,
+  };
   liveRuns.set(runId, live);
+  offerRegenerate();  // nothing is regenerated while a run is live
   renderRun(article, state);
   connect(live);
   scheduleRender();
@@ -365,6 +384,7 @@ restorePrefs();
 forgetEndedRuns();
 renderHistory();
 resumeActiveRuns();
+offerRegenerate();
 updateStopButton();
 input.focus();
 // The page answers Enter from here on (the box is in the HTML before this

@@ -6,18 +6,24 @@
 // state = {
 //   runId, lastSeq, status: queued|running|completed|failed|cancelled,
 //   error, notice, finishReason, maxIterationsReached,
+//   messageId, endedAt,               // the stored answer and when the run ended
 //   iteration,                        // the model turn streaming now
 //   rounds: [{iteration, text, reasoning,
 //             tools: [{id, name, arguments, status, output, ms, attempts, lastError,
 //                      approval: null | {expiresAt, decision, reason, by, expired}}]}],
 // }
+//
+// A tool's status is the ledger's (running, success, error, timeout,
+// cancelled, awaiting_approval), except that a call the user denied is
+// "denied" and one whose approval lapsed "expired": the server records
+// both as error results (what the model reads), but nothing failed.
 
 export const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 
 export function newRunState(runId, status = "queued") {
   return {
     runId, lastSeq: 0, status, error: "", notice: "", finishReason: "",
-    maxIterationsReached: false, iteration: 0, rounds: [],
+    maxIterationsReached: false, messageId: "", endedAt: "", iteration: 0, rounds: [],
   };
 }
 
@@ -51,6 +57,34 @@ function upsertTool(round, call) {
   tool.name = call.name;
   tool.arguments = call.arguments || "";
   return tool;
+}
+
+// The status a result shows: a denied (or lapsed) call's error result is
+// the decision, not a failure of the tool.
+function resultStatus(tool, status) {
+  const approval = tool.approval;
+  if (status !== "error" || !approval || approval.decision !== "deny") return status;
+  return approval.expired ? "expired" : "denied";
+}
+
+// Decisions on calls that asked for approval, by tool call id
+// ({decision, reason, by, expired}): the page's stored messages carry them
+// (chatforge/web/pages.py), and a snapshot keeps those the events told.
+function applyApprovals(state, approvals) {
+  for (const [id, approval] of Object.entries(approvals || {})) {
+    const tool = findTool(state, id);
+    if (!tool) continue;
+    tool.approval = { ...(tool.approval || {}), ...approval };
+    tool.status = resultStatus(tool, tool.status);
+  }
+}
+
+function decidedApprovals(state) {
+  const decided = {};
+  for (const round of state.rounds) {
+    for (const tool of round.tools) if (tool.approval && tool.approval.decision) decided[tool.id] = tool.approval;
+  }
+  return decided;
 }
 
 // The tool rounds of a stored message or a snapshot, in the API's shape:
@@ -94,6 +128,9 @@ export function stateFromMessage(message) {
   const status = { final: "completed", error: "failed", cancelled: "cancelled" }[message.status] || "completed";
   const state = newRunState(message.run, status);
   applyRounds(state, message.tool_rounds);
+  applyApprovals(state, message.approvals);
+  state.messageId = message.id || "";
+  state.endedAt = message.created_at || "";
   const last = state.rounds.length ? state.rounds[state.rounds.length - 1].iteration : -1;
   if (message.content) roundFor(state, last + 1).text = message.content;
   state.finishReason = message.finish_reason || "";
@@ -158,31 +195,35 @@ export function applyEvent(state, event) {
       if (tool) {
         tool.approval = { ...(tool.approval || {}), decision: d.decision, reason: d.reason || "", by: d.by,
           expired: Boolean(d.expired) };
-        if (tool.status === "awaiting_approval") tool.status = "running";  // its result follows
+        // Approved: it runs now. Denied: its (error) result follows, and says so.
+        if (tool.status === "awaiting_approval") tool.status = d.decision === "deny" ? resultStatus(tool, "error") : "running";
       }
       break;
     }
     case "tool_output": {
       const tool = findTool(state, d.tool_call_id);
-      if (tool) { tool.status = d.status; tool.output = d.output || ""; tool.ms = d.execution_time_ms ?? null; }
+      if (tool) { tool.status = resultStatus(tool, d.status); tool.output = d.output || ""; tool.ms = d.execution_time_ms ?? null; }
       break;
     }
     case "snapshot":
-      applySnapshot(state, d);
+      applySnapshot(state, d, event.ts);
       break;
     case "run.completed":
+      ended(state, event);
       state.status = "completed";
       state.finishReason = d.finish_reason || "";
       state.maxIterationsReached = Boolean(d.max_iterations_reached);
       state.notice = "";
       break;
     case "run.failed":
+      ended(state, event);
       state.status = "failed";
       state.error = d.error || "The run failed.";
       state.notice = "";
       settleUnfinishedTools(state);
       break;
     case "run.cancelled":
+      ended(state, event);
       state.status = "cancelled";
       state.notice = "";
       settleUnfinishedTools(state);
@@ -193,11 +234,19 @@ export function applyEvent(state, event) {
   return true;
 }
 
+// A terminal event: the stored answer's id and when the run ended (the
+// answer's time, as a reloaded page shows it).
+function ended(state, event) {
+  state.messageId = (event.data && event.data.message_id) || "";
+  state.endedAt = event.ts || new Date().toISOString();
+}
+
 // "Replace what you have for this run", keeping the text the current turn
-// streamed (a snapshot does not hold it).
-function applySnapshot(state, d) {
+// streamed and the decisions the events told (a snapshot holds neither).
+function applySnapshot(state, d, ts) {
   const streaming = state.rounds.find((r) => r.iteration === d.iteration);
   const keep = streaming ? { text: streaming.text, reasoning: streaming.reasoning } : null;
+  const decided = decidedApprovals(state);
   state.rounds = [];
   state.status = d.status;
   state.iteration = d.iteration;
@@ -206,9 +255,13 @@ function applySnapshot(state, d) {
     const stored = stateFromMessage(d.message);
     state.rounds = stored.rounds;
     state.finishReason = stored.finishReason;
+    state.messageId = stored.messageId;
+    state.endedAt = ts || new Date().toISOString();
+    applyApprovals(state, decided);
     return;
   }
   applyRounds(state, d.rounds);
+  applyApprovals(state, decided);
   applyPendingApprovals(state, d.pending_approvals);
   if (keep && !state.rounds.some((r) => r.iteration === d.iteration)) {
     Object.assign(roundFor(state, d.iteration), keep);
