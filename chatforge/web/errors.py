@@ -22,13 +22,23 @@ def _wants_html(request: HttpRequest) -> bool:
     return not _is_api_path(request) and "text/html" in request.headers.get("Accept", "")
 
 
+def not_found_page(request: HttpRequest) -> HttpResponse:
+    """The app's own "not found" page (404), with a link back to the chat.
+
+    Page views return it themselves for what a person follows a link to (a
+    deleted or someone else's conversation) instead of raising ``Http404``:
+    with ``DEBUG`` on (embedded mode's default) Django answers a raised 404
+    with its technical page, which lists the URL patterns to whoever asks."""
+    body = render_to_string("web/error.html", {
+        "title": "Not found",
+        "message": f"There is nothing at {request.path}, or it is not yours to see.",
+    }, request=request)
+    return HttpResponse(body, status=404)
+
+
 def not_found_view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if _wants_html(request):
-        body = render_to_string("web/error.html", {
-            "title": "Not found",
-            "message": f"There is nothing at {request.path}, or it is not yours to see.",
-        }, request=request)
-        return HttpResponse(body, status=404)
+        return not_found_page(request)
     return api_errors.not_found_view(request, exception)
 
 

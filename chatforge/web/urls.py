@@ -8,6 +8,7 @@ from . import views
 urlpatterns = [
     path("", views.chat, name="chat"),
     path("c/<uuid:conversation_id>/", views.chat, name="chat-conversation"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("tools/testing/", views.tool_testing, name="tool-testing"),
     path("settings/", views.settings_page, name="settings"),
     path("settings/secrets/", views.secret_save, name="secret-save"),

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import get_object_or_404, redirect, render
+from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
@@ -16,6 +17,7 @@ from chatforge.accounts.tokens import IssuedToken, api_token_create, api_token_r
 from chatforge.conversations import selectors
 from chatforge.errors import InvalidRequest
 
+from .errors import not_found_page
 from .forms import SecretForm, TokenCreateForm
 from .pages import chat_page_data, settings_page_data, tool_testing_page_data
 
@@ -26,9 +28,16 @@ def chat(request: HttpRequest, conversation_id: str | None = None) -> HttpRespon
     conversation = None
     if conversation_id is not None:
         conversation = selectors.conversations_of(request.user).filter(pk=conversation_id).first()
-        if conversation is None:
-            raise Http404("No such conversation.")
+        if conversation is None:  # deleted, never was, or someone else's
+            return not_found_page(request)
     return render(request, "web/chat.html", {"page": chat_page_data(request.user, conversation), "conversation": conversation})
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``, which browsers ask for on pages that link no icon
+    (the admin's, a JSON answer): the pages' SVG icon."""
+    return HttpResponsePermanentRedirect(static("web/favicon.svg"))
 
 
 @require_GET

@@ -4,14 +4,15 @@ pages hand their JavaScript, and the settings forms' answers."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
-from django.test import Client
+from django.test import Client, override_settings
 
 from chatforge.accounts.models import ApiToken, UserSecret
 from chatforge.accounts.secrets import user_secret_get
 from chatforge.accounts.tokens import api_token_create, user_for_token
-from chatforge.conversations.models import Conversation, Message, Run
+from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
 
 pytestmark = pytest.mark.django_db
 
@@ -71,6 +72,31 @@ def test_chat_page_hands_over_history_active_runs_and_pickers(client_in, user):
     assert {"calculator", "get_time"} <= {t["name"] for t in data["tools"]}
 
 
+def test_chat_page_hands_over_the_decisions_on_approved_and_denied_calls(client_in, user):
+    """A stored round holds a denied call as an error result: the page data
+    says it was a denial (and by whom), so the page shows *denied*."""
+    conversation = Conversation.objects.create(user=user, title="Notes")
+    question = Message.objects.create(conversation=conversation, role="user", content="Tell the team")
+    run = Run.objects.create(conversation=conversation, user=user, user_message=question, model="demo",
+                             status="completed")
+    call = {"id": "call_1", "name": "send_note", "arguments": "{}"}
+    ToolInvocation.objects.create(run=run, tool_call_id="call_1", iteration=0, name="send_note", status="error",
+                                  approval_decision="deny", approval_reason="Not now", approval_decided_by=user)
+    ToolInvocation.objects.create(run=run, tool_call_id="call_2", iteration=0, name="send_note", status="error",
+                                  approval_decision="deny", approval_reason="No decision within 600 seconds.")
+    ToolInvocation.objects.create(run=run, tool_call_id="call_3", iteration=0, name="echo", status="success")
+    Message.objects.create(conversation=conversation, run=run, role="assistant", content="Not sent.", tool_rounds=[
+        {"iteration": 0, "assistant_response": "", "tool_calls": [call, {**call, "id": "call_2"},
+                                                                   {**call, "id": "call_3", "name": "echo"}],
+         "results": []}])
+
+    data = page_data(client_in.get(f"/c/{conversation.id}/"))
+    assert data["messages"][1]["approvals"] == {
+        "call_1": {"decision": "deny", "reason": "Not now", "by": "web", "expired": False},
+        "call_2": {"decision": "deny", "reason": "No decision within 600 seconds.", "by": None, "expired": True},
+    }
+
+
 def test_another_users_conversation_is_not_found(client_in, django_user_model):
     other = django_user_model.objects.create_user(username="other", password="pw")
     conversation = Conversation.objects.create(user=other, title="private")
@@ -78,6 +104,22 @@ def test_another_users_conversation_is_not_found(client_in, django_user_model):
     assert response.status_code == 404
     assert "private" not in response.content.decode()
     assert "not yours to see" in response.content.decode()
+
+
+@override_settings(DEBUG=True)  # embedded mode's default
+@pytest.mark.parametrize("accept", ["text/html", "*/*"])
+def test_a_deleted_or_unknown_conversation_is_the_apps_not_found_page_even_with_debug_on(client_in, user, accept):
+    """Not Django's debug page (which lists every URL pattern): the app's own,
+    with the way back to the chat."""
+    gone = Conversation.objects.create(user=user, title="gone")
+    assert client_in.delete(f"/api/conversations/{gone.id}/").status_code == 204
+    for path in (f"/c/{gone.id}/", f"/c/{uuid.uuid4()}/"):
+        response = client_in.get(path, HTTP_ACCEPT=accept)
+        assert response.status_code == 404 and response["Content-Type"].startswith("text/html")
+        html = response.content.decode()
+        assert "<h1>Not found</h1>" in html and '<a href="/">Back to the chat</a>' in html
+        assert "URLconf" not in html and "DEBUG = True" not in html
+        assert 'rel="icon"' in html
 
 
 def test_not_found_is_html_for_pages_and_json_for_the_api(client_in):
@@ -160,8 +202,11 @@ def test_settings_forms_need_post(client_in):
 
 
 def test_pages_have_the_favicon_and_the_admin_says_chatforge(client_in, django_user_model):
-    html = client_in.get("/").content.decode()
-    assert 'rel="icon" type="image/svg+xml"' in html
+    for path in ("/", "/tools/testing/", "/settings/"):
+        assert '<link rel="icon" type="image/svg+xml" href="/static/web/favicon.svg">' in client_in.get(
+            path).content.decode(), path
+    login = Client().get("/accounts/login/").content.decode()
+    assert '<link rel="icon" type="image/svg+xml" href="/static/web/favicon.svg">' in login
     icon = Client().get("/static/web/favicon.svg")
     assert icon.status_code == 200 and icon["Content-Type"].startswith("image/svg+xml")
     staff = django_user_model.objects.create_user(username="boss", password="pw", is_staff=True, is_superuser=True)
@@ -170,3 +215,12 @@ def test_pages_have_the_favicon_and_the_admin_says_chatforge(client_in, django_u
     page = admin.get("/admin/").content.decode()
     assert "ChatForge administration" in page and "<title>" in page and "ChatForge admin" in page
     assert "ChatForge administration" in Client().get("/admin/login/").content.decode()
+
+
+def test_favicon_ico_is_the_pages_icon():
+    """Browsers ask for /favicon.ico on pages that link no icon (the admin's,
+    a JSON answer): it leads to the SVG the pages link, without a login."""
+    response = Client().get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"] == "/static/web/favicon.svg"
+    icon = Client().get(response["Location"])
+    assert icon.status_code == 200 and icon["Content-Type"].startswith("image/svg+xml")
