@@ -139,9 +139,14 @@ def method_not_allowed(request: HttpRequest, allowed: list[str]) -> JsonResponse
 
 def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     """Django's 400: most often a Host header this server does not answer to
-    (``DisallowedHost``) or a malformed request it could not read."""
+    (``DisallowedHost``), a URL holding a NUL character
+    (``chatforge.runtime.nul_guard``) or a malformed request it could not read."""
     from django.core.exceptions import DisallowedHost
 
+    from chatforge.runtime.nul_guard import NulInURL
+
+    if isinstance(exception, NulInURL):  # says where: the path, or which query parameter
+        return _api_error(request, status.HTTP_400_BAD_REQUEST, "invalid_request", str(exception))
     if isinstance(exception, DisallowedHost):
         message = ("This server does not answer to the host name in the request's Host header; "
                    "use the address the operator published.")

@@ -18,6 +18,7 @@ import uuid
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.utils import unquote
 from django.db.models import (
     Count,
     DurationField,
@@ -145,6 +146,10 @@ class ConversationAdmin(TraceAdmin):
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> HttpResponse:
+        # An id that is not a UUID failed the queries below with a 500; the
+        # admin's own lookup answers it as a conversation that does not exist.
+        if self.get_object(request, unquote(object_id)) is None:
+            return super().change_view(request, object_id, form_url, extra_context)
         messages = Message.objects.filter(conversation_id=object_id).order_by("-created_at", "-id")
         runs = Run.objects.filter(conversation_id=object_id).order_by("-created_at")
         message_rows = list(messages[: CONVERSATION_PAGE_ROWS + 1])

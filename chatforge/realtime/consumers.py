@@ -24,10 +24,10 @@ from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, Run
 from chatforge.conversations.selectors import conversations_of, run_of
-from orchestration.event_log import codec
-from orchestration.events import TERMINAL_TYPES
 from chatforge.errors import ChatForgeError
 from chatforge.observability import record
+from orchestration.event_log import codec
+from orchestration.events import TERMINAL_TYPES
 from orchestration.services.approvals import decide
 from orchestration.services.runs import run_request_cancel
 
@@ -56,6 +56,10 @@ def approval_message_problem(message: dict) -> str | None:
     reason = message.get("reason")
     if reason is not None and (not isinstance(reason, str) or len(reason) > 2000):
         return '"reason" must be text of at most 2000 characters.'
+    # Postgres text cannot hold NUL: the query failed and the socket closed with 1011.
+    for field in ("tool_call_id", "reason"):
+        if "\x00" in (message.get(field) or ""):
+            return f'"{field}" contains a NUL character (\\u0000), which cannot be stored; remove it.'
     return None
 
 

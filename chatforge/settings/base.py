@@ -63,6 +63,9 @@ MIDDLEWARE = [
     # Requests by route and status, and their latency (docs/observability.md).
     "chatforge.observability.http_metrics.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # A NUL character in the URL is a 400 and a cookie holding one is dropped,
+    # before any session, authentication or view reads the database with it.
+    "chatforge.runtime.nul_guard.RefuseNulInURL",
     # A view failing because Postgres, Redis or the broker is unreachable
     # answers 503 + Retry-After (JSON) instead of 500.
     "chatforge.runtime.unavailable.ServiceUnavailableMiddleware",
