@@ -5,8 +5,10 @@ Every record — ours, Django's, Celery's, uvicorn's through Django's root
 handler — goes through structlog's formatter, which adds the context bound
 for the request or task (run_id, conversation_id, user_id, tool_call_id,
 request_id, task_id: chatforge/observability/log_context.py) and the
-``extra`` fields a call passed. Credentials are removed before any handler
-writes (runtime/log_redaction.py).
+``extra`` fields a call passed. Credentials are removed from every field a
+line prints, extras and tracebacks included (runtime/log_redaction.py); an
+answer below 500 is logged as one line, without a traceback
+(runtime/client_error_logs.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import structlog
 from django.core.exceptions import ImproperlyConfigured
 
 from chatforge.env import env
-from chatforge.runtime.log_redaction import with_redaction
+from chatforge.runtime.client_error_logs import with_concise_client_errors
+from chatforge.runtime.log_redaction import redact_event, with_redaction
 
 from .mode import EMBEDDED
 
@@ -62,7 +65,8 @@ _RENDERER = (
     else structlog.dev.ConsoleRenderer(colors=False)
 )
 
-LOGGING = with_redaction({
+# 4xx lines without tracebacks (runtime/client_error_logs.py), credentials redacted.
+LOGGING = with_concise_client_errors(with_redaction({
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
@@ -73,6 +77,7 @@ LOGGING = with_redaction({
             "processors": [
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                 structlog.processors.format_exc_info,
+                redact_event,  # every field about to be printed, the traceback included
                 _RENDERER,
             ],
         },
@@ -80,12 +85,15 @@ LOGGING = with_redaction({
     "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "structured"}},
     "root": {"handlers": ["stderr"], "level": LOG_LEVEL},
     "loggers": {
+        # Django's default handlers (a console one in debug, mail to ADMINS) wrote
+        # its records a second time, unformatted and unredacted: ours is the one.
+        "django": {"handlers": []},
         "django.db.backends": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},  # the HTTP stack inside the openai SDK
         "openai": {"level": "WARNING"},
     },
-})
+}))
 
 
 def uvicorn_log_config() -> dict:
