@@ -67,11 +67,11 @@ def test_no_token_reaches_the_servers_logs(logging_servers, make_user):
         _, token = make_user()
         with httpx.Client(base_url=server.http_url, timeout=30, headers={"Authorization": f"Bearer {token}"}) as api:
             conversation = api.post("/api/conversations/", json={}).json()["id"]
-            accepted = api.post(f"/api/conversations/{conversation}/messages/", json={"content": "hi"})
-            assert accepted.status_code == 202, accepted.text
         start = server.mark()
 
-        _send_tokens_everywhere(server.http_url, server.ws_url, token, conversation, accepted.json()["run_id"])
+        # No run is started (a test's run left to a shared stack's workers can
+        # deadlock the database flush): an unknown run's routes log their query strings too.
+        _send_tokens_everywhere(server.http_url, server.ws_url, token, conversation, str(uuid.uuid4()))
 
         sentinel = unique("sentinel")
         assert httpx.get(f"{server.http_url}/healthz?probe={sentinel}", timeout=30).status_code == 200
