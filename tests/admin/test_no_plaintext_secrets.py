@@ -57,6 +57,7 @@ UNCRAWLED_ROUTES: dict[str, str] = {
     "settings/tokens/<int:token_id>/revoke/": "POST only",
     "accounts/login/": "the login form, for signed-out visitors",
     "accounts/logout/": "POST only",
+    "favicon.ico": "a redirect to the static icon",
 }
 
 TOKEN = re.compile(r"cf_[A-Za-z0-9_-]{40,}")
