@@ -65,6 +65,7 @@ BAD_COMPLETION = {"model": "demo"}  # no messages: a 400 once signed in
 RULES: dict[str, list[Row]] = {
     "healthz": [Row("GET", "/healthz", _all(200, anonymous=200))],
     "readyz": [Row("GET", "/readyz", _all(200, anonymous=200))],
+    "favicon": [Row("GET", "/favicon.ico", _all(301, anonymous=301))],
     # Prometheus' token (CHATFORGE_METRICS_TOKEN) or a staff session, never a user's API token.
     "metrics": [Row("GET", "/metrics", _all(403, anonymous=403))],
     "schema": [Row("GET", "/api/schema/", _all(200))],
