@@ -27,6 +27,8 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
+from chatforge.api.json_input import InvalidJSON, check_json_value
+
 from . import versioning as catalog_versioning
 from .catalog import code_tools, get_catalog
 from .models import Assistant, ToolDefinition
@@ -57,6 +59,16 @@ class PrettyJSONField(forms.JSONField):
     are readable and editable in a textarea."""
 
     widget = JSONTextarea
+
+    def to_python(self, value: Any) -> Any:
+        """Also refuse what Postgres cannot store (a NUL character, an
+        unpaired surrogate) with the form's error, not a 500 on save."""
+        parsed = super().to_python(value)
+        try:
+            check_json_value(parsed)
+        except InvalidJSON as exc:
+            raise forms.ValidationError(str(exc), code="invalid") from None
+        return parsed
 
     def prepare_value(self, value: Any) -> Any:
         if isinstance(value, forms.fields.InvalidJSONInput):

@@ -80,6 +80,10 @@ def test_a_valid_data_tool_is_created(admin_client):
         ({"backoff_initial_s": "-1"}, "backoff_initial_s", "Must not be negative"),
         ({"backoff_max_s": "-1"}, "backoff_max_s", "Must not be negative"),
         ({"kind": ""}, "kind", "This field is required"),
+        # What Postgres cannot store is the field's error, not a 500 on save.
+        ({"mock_response": '{"temp_c": "12\\u0000"}'}, "mock_response", "NUL character"),
+        ({"parameters": '{"type": "object", "properties": {"x\\u0000": {"type": "string"}}}'}, "parameters",
+         "NUL character"),
     ],
 )
 def test_invalid_data_tools_are_refused_with_the_error_on_the_field(admin_client, overrides, field, fragment):
