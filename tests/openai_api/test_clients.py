@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from chatforge.conversations.models import ToolInvocation
+from chatforge.conversations.models import Conversation, ToolInvocation
 from tests.fakes.openai_server import Reply, last_user_text, tool_results
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -240,7 +240,10 @@ def test_the_llm_cli_chats_over_two_turns_after_a_tool_using_reply(stack, fake_l
     assert llm_cli("-m", "chatforge", "What is 6*7?") == "Let me calculate.\n\nThe answer to 'What is 6*7?' is 42."
     assert llm_cli("-c", "Really?") == "Let me calculate.\n\nThe answer to 'Really?' is 42."
     second = fake_llm.requests_for("llm-cli")[-2]["messages"]
-    assert [m["role"] for m in second] == ["user", "assistant", "user"]  # the history came back as text
+    # The history came back as text and is the stored conversation, which
+    # goes on (docs/decisions/0032): the model sees the first turn's tool round too.
+    assert [m["role"] for m in second] == ["user", "assistant", "tool", "assistant", "user"]
+    assert Conversation.objects.filter(user=user).count() == 1
     assert calculator_runs(user) == 2
 
 

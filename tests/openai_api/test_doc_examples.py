@@ -7,12 +7,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from tests.support.stack import ROOT, base_env, free_port, start_server
+from tests.support.stack import ROOT, embedded_server
 
 pytestmark = pytest.mark.integration
 
@@ -27,21 +25,11 @@ def first_python_example() -> str:
 def test_the_streaming_and_plain_examples_print_their_answers_on_lines_of_their_own():
     example = first_python_example()
     assert 'api_key="cf_…"' in example and "http://127.0.0.1:8000/v1" in example
-    workdir = Path(tempfile.mkdtemp(prefix="chatforge-doc-example-"))
-    env = base_env(CHATFORGE_SQLITE_PATH=str(workdir / "db.sqlite3"), CHATFORGE_DEMO_TOKEN_DELAY_S="0")
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
-    token = subprocess.run([sys.executable, "manage.py", "create_demo_user", "--token-only"], cwd=ROOT, env=env,
-                           check=True, capture_output=True, text=True).stdout.strip()
-    port = free_port()
-    server = start_server(port=port, env=env, log_dir=workdir)
-    try:
-        script = example.replace('api_key="cf_…"', f'api_key="{token}"').replace(
-            "http://127.0.0.1:8000/v1", f"http://127.0.0.1:{port}/v1")
-
-        done = subprocess.run([sys.executable, "-c", script], cwd=workdir, env=env, capture_output=True, text=True,
-                              timeout=120, check=False)
-    finally:
-        server.stop()
+    with embedded_server(prefix="chatforge-doc-example-", CHATFORGE_DEMO_TOKEN_DELAY_S="0") as server:
+        script = example.replace('api_key="cf_…"', f'api_key="{server.token}"').replace(
+            "http://127.0.0.1:8000/v1", f"{server.url}/v1")
+        done = subprocess.run([sys.executable, "-c", script], cwd=server.workdir, env=server.env,
+                              capture_output=True, text=True, timeout=120, check=False)
 
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()

@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -20,7 +16,7 @@ from websockets.sync.client import connect
 from chatforge.conversations.models import Run
 from tests.fakes.openai_server import Reply
 from tests.support.client import ApiClient, follow_run
-from tests.support.stack import ROOT, base_env, free_port, start_server
+from tests.support.stack import embedded_server
 from tests.support.logs import assert_no_error_logged
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -68,22 +64,14 @@ def test_clients_leaving_mid_run_log_no_error(stack, fake_llm, make_user):
 
 def test_clients_leaving_mid_run_log_no_error_in_embedded_mode():
     """The same in ``make run``'s one process (in-memory event log and worker threads)."""
-    workdir = Path(tempfile.mkdtemp(prefix="chatforge-leaving-"))
-    env = base_env(CHATFORGE_SQLITE_PATH=str(workdir / "db.sqlite3"), CHATFORGE_DEMO_TOKEN_DELAY_S="0.05",
-                   CHATFORGE_LOG_LEVEL="INFO")
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
-    token = subprocess.run([sys.executable, "manage.py", "create_demo_user", "--token-only"], cwd=ROOT, env=env,
-                           check=True, capture_output=True, text=True).stdout.strip()
-    port = free_port()
-    server = start_server(port=port, env=env, log_dir=workdir)
-    try:
-        api = ApiClient(f"http://127.0.0.1:{port}", token)
+    with embedded_server(prefix="chatforge-leaving-", CHATFORGE_DEMO_TOKEN_DELAY_S="0.05",
+                         CHATFORGE_LOG_LEVEL="INFO") as server:
+        ws_url = server.url.replace("http://", "ws://")
+        api = ApiClient(server.url, server.token)
         conversation = api.new_conversation()
         run_id = api.post_message(conversation, "What time is it in Tokyo, and what is 17*23?")["run_id"]
-        leave_mid_run(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", token, conversation, run_id)
-        events = follow_run(f"ws://127.0.0.1:{port}", run_id, token)
+        leave_mid_run(server.url, ws_url, server.token, conversation, run_id)
+        events = follow_run(ws_url, run_id, server.token)
         assert events[-1]["type"] == "run.completed"
         time.sleep(1)
-    finally:
-        server.stop()
-    assert_no_error_logged(server.log())
+    assert_no_error_logged(server.process.log())

@@ -138,6 +138,34 @@ def base_env(**overrides: str) -> dict[str, str]:
 
 
 @dataclass
+class EmbeddedServer:
+    url: str  # http://127.0.0.1:<port>
+    token: str  # the demo user's API token
+    env: dict[str, str]
+    workdir: Path  # its SQLite database and log
+    process: Process
+
+
+@contextmanager
+def embedded_server(*, prefix: str, **env_overrides: str) -> Iterator[EmbeddedServer]:
+    """``make run``'s process on a free port: embedded mode with a SQLite
+    database of its own, migrated, and the demo user (demo / demo) with a
+    token."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    env = base_env(CHATFORGE_SQLITE_PATH=str(workdir / "db.sqlite3"), **env_overrides)
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    token = subprocess.run([*manage, "create_demo_user", "--token-only"], cwd=ROOT, env=env, check=True,
+                           capture_output=True, text=True).stdout.strip()
+    port = free_port()
+    process = start_server(port=port, env=env, log_dir=workdir)
+    try:
+        yield EmbeddedServer(url=f"http://127.0.0.1:{port}", token=token, env=env, workdir=workdir, process=process)
+    finally:
+        process.stop()
+
+
+@dataclass
 class DistributedStack:
     http_url: str
     ws_url: str

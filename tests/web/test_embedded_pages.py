@@ -5,17 +5,13 @@ found" page, not Django's debug page, and /favicon.ico leads to the icon."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.stack import ROOT, base_env, free_port, start_server
+from tests.support.stack import embedded_server
 
 pytestmark = pytest.mark.integration
 
@@ -23,18 +19,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def embedded() -> Iterator[tuple[str, str]]:
     """An embedded server with the demo user (demo / demo); its URL and an API token."""
-    workdir = Path(tempfile.mkdtemp(prefix="chatforge-embedded-pages-"))
-    env = base_env(CHATFORGE_SQLITE_PATH=str(workdir / "db.sqlite3"))
-    manage = [sys.executable, "manage.py"]
-    subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
-    token = subprocess.run([*manage, "create_demo_user", "--token-only"], cwd=ROOT, env=env, check=True,
-                           capture_output=True, text=True).stdout.strip()
-    port = free_port()
-    server = start_server(port=port, env=env, log_dir=workdir)
-    try:
-        yield f"http://127.0.0.1:{port}", token
-    finally:
-        server.stop()
+    with embedded_server(prefix="chatforge-embedded-pages-") as server:
+        yield server.url, server.token
 
 
 def signed_in(base_url: str) -> httpx.Client:
