@@ -5,6 +5,7 @@ server rows."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -19,13 +20,23 @@ from tools.net import policy
 UNRESOLVABLE_URL = "http://mcp.invalid/mcp"
 
 
+@contextmanager
+def allowed_private(host_port: str) -> Iterator[None]:
+    """Let tools (and MCP servers) reach ``host_port`` on loopback while held,
+    as CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS would."""
+    policy.configure(allowed_private_hosts=[host_port])
+    try:
+        yield
+    finally:
+        policy.configure(allowed_private_hosts=[])
+
+
 @pytest.fixture
 def mcp_server() -> Iterator[RunningMcpServer]:
     """The streamable HTTP test server, allowed through the guard for this test."""
     running = shared_server()
-    policy.configure(allowed_private_hosts=[running.host_port])
-    yield running
-    policy.configure(allowed_private_hosts=[])
+    with allowed_private(running.host_port):
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +48,8 @@ def sse_server_running() -> Iterator[RunningMcpServer]:
 
 @pytest.fixture
 def sse_server(sse_server_running: RunningMcpServer) -> Iterator[RunningMcpServer]:
-    policy.configure(allowed_private_hosts=[sse_server_running.host_port])
-    yield sse_server_running
-    policy.configure(allowed_private_hosts=[])
+    with allowed_private(sse_server_running.host_port):
+        yield sse_server_running
 
 
 def listed(*names: str) -> list[dict[str, Any]]:

@@ -12,10 +12,9 @@ from django.contrib.messages import get_messages
 
 from chatforge.catalog.models import ToolDefinition
 from chatforge.mcp.models import McpServer
-from tests.mcp.conftest import UNRESOLVABLE_URL
+from tests.mcp.conftest import UNRESOLVABLE_URL, allowed_private
 from tests.support.mcp_server import TOOL_NAMES
 from tests.support.stack import free_port
-from tools.net import policy
 
 pytestmark = pytest.mark.django_db
 
@@ -68,11 +67,8 @@ def test_saving_a_server_lists_its_tools_and_its_page_shows_them(admin_client, m
 
 def test_a_server_that_cannot_be_reached_is_saved_with_the_reason_shown(admin_client):
     port = free_port()  # nothing listens there
-    policy.configure(allowed_private_hosts=[f"127.0.0.1:{port}"])
-    try:
+    with allowed_private(f"127.0.0.1:{port}"):
         created = admin_client.post(ADD_URL, server_form(url=f"http://127.0.0.1:{port}/mcp"))
-    finally:
-        policy.configure(allowed_private_hosts=[])
     assert created.status_code == 302
     prefix = "Could not list the tools of the MCP server testmcp: "
     [warning] = [m for m in messages_of(created) if m.startswith(prefix)]
@@ -111,11 +107,8 @@ def test_a_host_port_the_operator_allows_can_be_registered(admin_client):
     refused = admin_client.post(ADD_URL, server_form(url=f"http://127.0.0.1:{port}/mcp"))
     assert refused.status_code == 200 and not McpServer.objects.exists()
 
-    policy.configure(allowed_private_hosts=[f"127.0.0.1:{port}"])
-    try:
+    with allowed_private(f"127.0.0.1:{port}"):
         created = admin_client.post(ADD_URL, server_form(url=f"http://127.0.0.1:{port}/mcp"))
-    finally:
-        policy.configure(allowed_private_hosts=[])
     assert created.status_code == 302
     assert McpServer.objects.get(name="testmcp").url == f"http://127.0.0.1:{port}/mcp"
 

@@ -7,7 +7,9 @@ import pytest
 
 from chatforge.mcp.client import ServerConfig, call_tool, list_tools, run_blocking
 from chatforge.mcp.results import tool_output
+from tests.mcp.conftest import allowed_private
 from tests.support.mcp_server import BEARER_TOKEN, TOOL_NAMES
+from tests.support.stack import free_port
 from tools.errors import ToolArgumentError, ToolError, TransientToolError
 
 
@@ -66,16 +68,9 @@ def test_the_bearer_header_reaches_the_server(mcp_server):
 
 
 def test_an_unreachable_server_is_a_transient_failure():
-    from tests.support.stack import free_port
-    from tools.net import policy
-
     port = free_port()  # nothing listens there
-    policy.configure(allowed_private_hosts=[f"127.0.0.1:{port}"])
-    try:
-        with pytest.raises(TransientToolError) as raised:
-            call(config_for(f"http://127.0.0.1:{port}/mcp"), "add", {"a": 1, "b": 2})
-    finally:
-        policy.configure(allowed_private_hosts=[])
+    with allowed_private(f"127.0.0.1:{port}"), pytest.raises(TransientToolError) as raised:
+        call(config_for(f"http://127.0.0.1:{port}/mcp"), "add", {"a": 1, "b": 2})
     assert str(raised.value).startswith("could not reach the MCP server 'testmcp' (")
     assert str(raised.value).endswith("; it may be down")
 
