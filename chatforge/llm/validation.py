@@ -8,7 +8,6 @@ runs and is reported the same, but changes nothing others see."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +16,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 
 from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
-from orchestration.event_log import get_event_log
-from orchestration.events import TERMINAL_TYPES
+from orchestration.services.run_follower import wait_for_run_end
 from orchestration.services.runs import RunOptions, run_start
 
 from .models import ModelValidation
@@ -72,18 +70,12 @@ class TestTimedOut(Exception):
 
 
 def _wait_for_end(run: Run, timeout_s: float) -> None:
-    """Follow the run's event log until its terminal event."""
-    log = get_event_log()
-    after, deadline = 0, time.monotonic() + timeout_s
-    while (left := deadline - time.monotonic()) > 0:
-        for event in log.read(str(run.id), after=after, block_ms=int(min(left, 5) * 1000)):
-            after = event["seq"]
-            if event["type"] in TERMINAL_TYPES:
-                return
-        run.refresh_from_db(fields=["status"])
-        if run.is_terminal:
-            return
-    raise TestTimedOut(run)
+    """Follow the run's events until its terminal event (the engine's run
+    follower, as every reader of a run's events)."""
+    try:
+        wait_for_run_end(str(run.id), timeout_s=timeout_s)
+    except TimeoutError:
+        raise TestTimedOut(run) from None
 
 
 def model_test_run(

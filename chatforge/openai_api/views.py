@@ -28,20 +28,17 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from chatforge.accounts.auth_failures import TooManyFailures, client_of_request
 from chatforge.accounts.tokens import authenticate_token
 from chatforge.api.errors import RETRY_AFTER_S, method_not_allowed
 from chatforge.api.json_input import InvalidJSON, parse_json
-from chatforge.conversations.models import Run
 from chatforge.errors import ChatForgeError
 from chatforge.realtime.outages import is_outage
 from chatforge.runtime.db_connections import db_sync_to_async
-from orchestration.event_log import get_event_log
 from orchestration.events import TERMINAL_TYPES
 from orchestration.providers.base import ErrorKind
+from orchestration.services.run_follower import follow_run
 from orchestration.services.runs import check_idempotency_key
 
 from . import services
@@ -65,11 +62,7 @@ logger = logging.getLogger(__name__)
 
 # The request's sampling parameters the model's provider does not have.
 IGNORED_PARAMETERS_HEADER = "X-ChatForge-Ignored-Parameters"
-_BLOCK_MS = 5000  # one wait on the event log
 _KEEPALIVE_S = 15.0  # an SSE comment when nothing was sent for this long (proxies close idle streams)
-_MAX_READ_FAILURES = 30
-_END_EVENT = {Run.Status.COMPLETED: "run.completed", Run.Status.FAILED: "run.failed",
-              Run.Status.CANCELLED: "run.cancelled"}
 
 
 # ---------------------------------------------------------------------------
@@ -130,40 +123,6 @@ async def _cancel(user: AbstractBaseUser, run_id: str) -> None:
 # ---------------------------------------------------------------------------
 # Following a run
 # ---------------------------------------------------------------------------
-
-
-async def _follow(run_id: str) -> AsyncIterator[dict[str, Any] | None]:
-    """The run's events from the first to the terminal one, live. Yields
-    None after each wait that brought nothing (a chance to keep the client's
-    connection alive). If the log holds no terminal event but Postgres says
-    the run ended (the log expired or was wiped), a terminal event is made
-    from the run's row."""
-    log = get_event_log()
-    after, failures = 0, 0
-    while True:
-        try:
-            events = await log.aread(run_id, after=after, block_ms=_BLOCK_MS)
-            failures = 0
-        except (RedisConnectionError, RedisTimeoutError) as exc:
-            # A Redis blip does not end the response: read again from the same seq.
-            failures += 1
-            if failures > _MAX_READ_FAILURES:
-                raise
-            logger.warning("openai api: reading events of run %s failed (%s); retrying", run_id, exc)
-            await asyncio.sleep(min(0.2 * failures, 2.0))
-            continue
-        for event in events:
-            after = event["seq"]
-            yield event
-            if event["type"] in TERMINAL_TYPES:
-                return
-        if not events:
-            end = await db_sync_to_async(services.run_end)(run_id=run_id)
-            if end is not None:
-                yield {"type": _END_EVENT[end.status], "data": {
-                    "finish_reason": end.finish_reason, "usage": end.usage, "error": end.error}}
-                return
-            yield None
 
 
 class _RoundCalls:
@@ -292,7 +251,7 @@ async def _stream(*, user: AbstractBaseUser, chat: ChatRequest, renderer: ChunkR
     try:
         yield sse(renderer.first())
         last_sent = time.monotonic()
-        async with aclosing(_follow(run_id)) as events:
+        async with aclosing(follow_run(run_id, idle=True)) as events:
             async for event in events:
                 out: list[bytes] = []
                 if event is None:
@@ -392,10 +351,8 @@ async def _complete(*, user: AbstractBaseUser, renderer: ChunkRenderer) -> HttpR
     terminal: dict[str, Any] | None = None
     timeout_s = settings.CHATFORGE_LLM_TIMEOUT_S
     try:
-        async with asyncio.timeout(timeout_s), aclosing(_follow(run_id)) as events:
+        async with asyncio.timeout(timeout_s), aclosing(follow_run(run_id)) as events:
             async for event in events:
-                if event is None:
-                    continue
                 if event["type"] == "tool_call":
                     data = event.get("data") or {}
                     if data.get("executor") == "client":

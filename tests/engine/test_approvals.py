@@ -16,11 +16,11 @@ from django.utils import timezone
 from chatforge.catalog.models import Assistant, ToolDefinition
 from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
 from chatforge.errors import ApprovalRequired, DecisionConflict, NotFound
-from chatforge.realtime.snapshots import snapshot_event
 from orchestration import tasks
 from orchestration.event_log import get_event_log
 from orchestration.services.approvals import decide
 from orchestration.services.runs import RunOptions, run_request_cancel, run_start
+from orchestration.services.snapshots import snapshot_event
 from orchestration.services.sweeper import sweep_stalled_runs
 from tests.conftest import QUEUES
 from tests.fakes.openai_server import Reply

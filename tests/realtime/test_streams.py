@@ -170,10 +170,10 @@ def test_a_run_that_publishes_while_the_reader_checks_it_is_not_taken_for_a_lost
     """Regression: the reader looked at the log before the database, so a run
     that published between the two looks was served a snapshot instead of
     its events (seen in embedded mode, where runs are fast)."""
-    import chatforge.realtime.streams as streams
+    from orchestration.services import run_follower
 
     run = start(engine)
-    real_state = streams._run_state
+    real_state = run_follower._run_state
     progressed = []
 
     def state_after_the_run_moved_on(run_id):
@@ -181,7 +181,7 @@ def test_a_run_that_publishes_while_the_reader_checks_it_is_not_taken_for_a_lost
             progressed.append(first_turn(run))
         return real_state(run_id)
 
-    monkeypatch.setattr(streams, "_run_state", state_after_the_run_moved_on)
+    monkeypatch.setattr(run_follower, "_run_state", state_after_the_run_moved_on)
     events = collect(str(run.id), limit=3)
 
     assert progressed, "the reader never checked the run: the race was not exercised"

@@ -30,9 +30,8 @@ from chatforge.conversations.models import Conversation, Run
 from chatforge.errors import ChatForgeError
 from orchestration.events import TERMINAL_TYPES
 from orchestration.services.approvals import decide
+from orchestration.services.run_follower import follow_run
 from orchestration.services.runs import RunOptions, run_request_cancel, run_start
-
-from ...streams import run_events
 
 OUTPUT_PREVIEW_CHARS = 500
 
@@ -166,7 +165,7 @@ class Command(BaseCommand):
 
     async def _follow(self, run_id: str, *, quiet: bool = False) -> None:
         at_line_start = True
-        async for event in run_events(run_id, after=0):
+        async for event in follow_run(run_id, after=0):
             if quiet and event["type"] not in TERMINAL_TYPES:
                 continue
             text, inline = self._render(event)

@@ -8,6 +8,9 @@ rounds checkpointed so far, and the assistant message once the run ended.
 The text a model turn is streaming right now is not stored until the turn
 ends, so it is not in a snapshot (``partial_text`` is null); the events that
 follow the snapshot continue from there.
+
+The run follower (``run_follower.py``) sends these to every reader of a
+run's events; they live in the engine with it because they read the ledger.
 """
 
 from __future__ import annotations
@@ -21,8 +24,6 @@ from orchestration.rounds import run_rounds
 from orchestration.services.approvals import pending_approvals
 
 SnapshotReason = Literal["log_missing", "events_missing"]
-
-
 
 
 def _rounds(run: Run) -> list[dict[str, Any]]:
