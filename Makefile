@@ -11,7 +11,7 @@ PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay lock worker-llm worker-tools worker-tools-io beat chat interop-openwebui
+.PHONY: run test lint-imports install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay lock worker-llm worker-tools worker-tools-io beat chat interop-openwebui
 
 $(RUNTIME_STAMP): requirements.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,8 +50,13 @@ TEST_PROCESSES ?= 3
 
 ## Run the whole test suite (needs local Postgres, Redis and Debian's Chromium;
 ## starts the services if stopped, installs what is missing when it may)
-test: install-dev services browser
+test: install-dev services browser lint-imports
 	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
+
+## The layers of docs/architecture.md: faces -> engine -> domain -> platform ->
+## tools (contract in pyproject.toml; make test runs it first)
+lint-imports: install-dev
+	$(VENV)/bin/lint-imports
 
 services:
 	bash deploy/local/ensure-services.sh

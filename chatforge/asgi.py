@@ -26,7 +26,7 @@ from django.conf import settings  # noqa: E402
 from chatforge.realtime.routing import websocket_application  # noqa: E402
 
 if settings.EMBEDDED:
-    from chatforge.runtime.embedded_worker import start_embedded_worker
+    from orchestration.embedded_worker import start_embedded_worker
 
     start_embedded_worker()
 

@@ -20,26 +20,11 @@ import time
 
 import redis
 
-from chatforge.celery import app
+from chatforge.runtime.broker_client import broker_client
 
 logger = logging.getLogger(__name__)
 
 MARKER_KEY = "chatforge:broker-marker"
-
-_clients: dict[str, redis.Redis] = {}
-
-
-def broker_client() -> redis.Redis | None:
-    """A client for the broker's Redis database; None for embedded mode's
-    in-memory broker, which lives and dies with the process."""
-    url = str(app.conf.broker_url)
-    if not url.startswith(("redis://", "rediss://")):
-        return None
-    client = _clients.get(url)
-    if client is None:
-        client = _clients[url] = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
-    return client
-
 
 def broker_was_emptied() -> bool:
     """Whether the broker lost its queues since the last call anywhere: the

@@ -20,6 +20,8 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from chatforge.runtime.outages import DependencyUnavailable
+
 from . import commit_batch
 from .event_log import get_event_log
 from .event_log.base import PendingAppend
@@ -28,7 +30,7 @@ from .services.delta_coalescer import Delta
 logger = logging.getLogger(__name__)
 
 
-class EventLogUnavailable(Exception):
+class EventLogUnavailable(DependencyUnavailable):
     """The event log (Redis) could not be reached, even after the client's own
     retries (redis-py retries a failed command ten times with backoff, riding
     over a blip of a few seconds). An infrastructure failure, never the

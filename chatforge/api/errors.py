@@ -4,10 +4,10 @@ One handler maps our ``ChatForgeError`` and DRF's exceptions to that shape,
 so clients parse one format and people read one kind of message.
 
 A request that fails because Postgres, Redis or the broker cannot be reached
-(``chatforge.realtime.outages.is_outage``) is answered 503
+(``chatforge.runtime.outages.is_outage``) is answered 503
 ``service_unavailable`` with ``Retry-After``, wherever it failed: in a DRF
 view (``exception_handler``), in any other view (the middleware in
-``chatforge/runtime/unavailable.py``), or in a middleware (``server_error_view``,
+``chatforge/api/unavailable.py``), or in a middleware (``server_error_view``,
 Django's 500 handler, which still has the exception at hand). The
 OpenAI-compatible endpoints (``/v1/``) answer in OpenAI's error shape.
 """
@@ -28,7 +28,7 @@ from rest_framework.views import set_rollback
 
 from chatforge.errors import ChatForgeError
 from chatforge.openai_api.errors import OpenAIError
-from chatforge.realtime.outages import is_outage
+from chatforge.runtime.outages import is_outage
 
 logger = logging.getLogger(__name__)
 
@@ -140,10 +140,10 @@ def method_not_allowed(request: HttpRequest, allowed: list[str]) -> JsonResponse
 def bad_request_view(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     """Django's 400: most often a Host header this server does not answer to
     (``DisallowedHost``), a URL holding a NUL character
-    (``chatforge.runtime.nul_guard``) or a malformed request it could not read."""
+    (``chatforge.api.nul_guard``) or a malformed request it could not read."""
     from django.core.exceptions import DisallowedHost
 
-    from chatforge.runtime.nul_guard import NulInURL
+    from chatforge.api.nul_guard import NulInURL
 
     if isinstance(exception, NulInURL):  # says where: the path, or which query parameter
         return _api_error(request, status.HTTP_400_BAD_REQUEST, "invalid_request", str(exception))

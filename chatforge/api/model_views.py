@@ -13,7 +13,8 @@ from rest_framework.views import APIView
 from chatforge.api import schema
 from chatforge.api.errors import error_body
 from chatforge.llm.listing import model_list
-from chatforge.llm.validation import TestTimedOut, may_record_validation, model_test_run
+from chatforge.llm.validation import may_record_validation
+from orchestration.services.model_tests import TestTimedOut, model_test_run
 
 from .throttles import MessagePostThrottle
 

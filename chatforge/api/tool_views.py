@@ -13,8 +13,7 @@ from chatforge.api import schema
 from chatforge.catalog.catalog import get_catalog
 from chatforge.catalog.describe import tool_descriptions
 from chatforge.catalog.permissions import can_run_tools_by_hand
-from orchestration.tool_context import tool_context_for
-from tools.executor import execute_tool
+from orchestration.services.tools_by_hand import run_tool_by_hand
 
 
 class ToolSerializer(serializers.Serializer):
@@ -62,7 +61,8 @@ class ToolViewSet(viewsets.ViewSet):
         payload = InvokeSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         catalog = get_catalog(fresh=True)
-        if catalog.get(name) is None:
+        tool = catalog.get(name)
+        if tool is None:
             raise NotFound(f"No tool named '{name}'. Available tools: {', '.join(catalog.names())}.")
-        result = execute_tool(catalog, name, payload.validated_data["arguments"], context=tool_context_for(user_id=request.user.id))
+        result = run_tool_by_hand(tool, payload.validated_data["arguments"], user_id=request.user.id)
         return Response(result.as_dict())

@@ -5,6 +5,7 @@ from chatforge.realtime.sse import run_events_sse
 
 from .docs_views import ApiDocsView, ApiSchemaView
 from .model_views import ModelListView, ToolTestView
+from .secret_views import SecretDetailApi, SecretListApi
 from .tool_views import ToolViewSet
 from .views import ConversationViewSet, RunViewSet
 
@@ -29,5 +30,6 @@ urlpatterns = [
     path("models/", ModelListView.as_view(), name="models"),
     path("runs/<str:run_id>/events/", run_events_sse, name="run-events"),
     path("", include(router.urls)),
-    path("", include("chatforge.accounts.urls")),
+    path("secrets/", SecretListApi.as_view(), name="secret-list"),
+    path("secrets/<str:name>/", SecretDetailApi.as_view(), name="secret-detail"),
 ]

@@ -23,6 +23,7 @@ from tools.base import Tool
 from tools.registry import DuplicateToolError, ToolRegistry, build_registry
 
 from . import versioning
+from .sources import tool_sources
 
 logger = logging.getLogger(__name__)
 
@@ -70,10 +71,9 @@ def _build() -> ToolRegistry:
             logger.error("tool definition %r is shadowed by a code tool of the same name; rename it", defn.name)
         except (ValueError, TypeError) as exc:
             logger.error("tool definition %r is invalid and was left out: %s", defn.name, exc)
-    # MCP servers' tools (chatforge/mcp), after the others: a taken name stays with its owner.
-    from chatforge.mcp.catalog import register_mcp_tools
-
-    register_mcp_tools(registry, disabled=disabled)
+    # Other sources' tools (MCP servers), after the others: a taken name stays with its owner.
+    for source in tool_sources():
+        source.register(registry, disabled)
     return registry
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from chatforge.mcp.tools import is_mcp_tool
 from tools.base import Tool
 
 from .catalog import code_tool_names, get_catalog
+from .sources import tool_sources
 
 
 def describe_tool(tool: Tool, code_names: set[str]) -> dict[str, Any]:
@@ -17,7 +17,7 @@ def describe_tool(tool: Tool, code_names: set[str]) -> dict[str, Any]:
         "name": tool.name,
         "description": tool.description,
         "parameters": tool.parameters,
-        "kind": "code" if tool.name in code_names else "mcp" if is_mcp_tool(tool) else "data",
+        "kind": "code" if tool.name in code_names else _source_kind(tool) or "data",
         "policy": {
             "timeout_s": policy.timeout_s,
             "max_attempts": policy.max_attempts,
@@ -32,3 +32,7 @@ def tool_descriptions() -> list[dict[str, Any]]:
     """Every enabled tool, read fresh (an admin's edit shows at once)."""
     code_names = code_tool_names()
     return [describe_tool(tool, code_names) for tool in get_catalog(fresh=True).all()]
+
+
+def _source_kind(tool: Tool) -> str | None:
+    return next((source.kind for source in tool_sources() if source.owns(tool)), None)

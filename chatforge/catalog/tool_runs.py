@@ -1,11 +1,12 @@
-"""Trying one tool by hand (the admin's "Run with arguments" page).
+"""Finding a tool to try by hand (the admin's "Run with arguments" page),
+and what the page shows of it; running it is the engine's
+(``orchestration/services/tools_by_hand.py``).
 
 A person testing a tool wants the tool as it is configured, whether or not
 runs may use it right now: a data tool being prepared is still disabled, a
 code tool may be switched off by ``CHATFORGE_DISABLED_TOOLS``. So the tool
 is looked up among all code tools and all data tool rows, not in the
-catalog, and executed through the same executor (argument checks, timeout,
-retries) as in a run, with the calling person's identity and secrets.
+catalog.
 """
 
 from __future__ import annotations
@@ -17,14 +18,12 @@ from typing import Any, Literal
 
 from django.conf import settings
 
-from orchestration.tool_context import tool_context_for
 from tools.base import Tool
-from tools.executor import ToolResult, execute_tool
-from tools.registry import ToolRegistry
 
 from .catalog import code_tools
 from .definitions import tool_from_definition
 from .models import ToolDefinition
+from .sources import tool_sources
 
 ToolKind = Literal["code", "data", "mcp"]
 
@@ -63,7 +62,7 @@ def find_runnable_tool(name: str) -> RunnableTool | None:
             return RunnableTool(tool=tool, kind="code", unavailable_reason=code_tool_unavailable_reason(name))
     definition = ToolDefinition.objects.filter(name=name).first()
     if definition is None:
-        return _find_mcp_tool(name)
+        return _find_in_sources(name)
     reason = "" if definition.enabled else "This data tool is disabled: runs do not offer it."
     if not settings.CHATFORGE_TOOLS_ENABLED:
         reason = "Tools are turned off (CHATFORGE_TOOLS_ENABLED=false): runs get no tools."
@@ -72,23 +71,18 @@ def find_runnable_tool(name: str) -> RunnableTool | None:
     )
 
 
-def _find_mcp_tool(name: str) -> RunnableTool | None:
-    """``<server>__<tool>`` from the server row's stored list, whether or not
-    the server is enabled (an operator tries a server before switching it on)."""
-    from chatforge.mcp.models import McpServer
-    from chatforge.mcp.tools import SEPARATOR, server_tools
-
-    server_name, separator, _ = name.partition(SEPARATOR)
-    server = McpServer.objects.filter(name=server_name).first() if separator else None
-    if server is None:
-        return None
-    tool = next((t for t in server_tools(server).offered if t.name == name), None)
-    if tool is None:
-        return None
-    reason = "" if server.enabled else f"The MCP server '{server.name}' is disabled: runs do not offer its tools."
-    if not settings.CHATFORGE_TOOLS_ENABLED:
-        reason = "Tools are turned off (CHATFORGE_TOOLS_ENABLED=false): runs get no tools."
-    return RunnableTool(tool=tool, kind="mcp", unavailable_reason=reason)
+def _find_in_sources(name: str) -> RunnableTool | None:
+    """A tool of another source (an MCP server's ``<server>__<tool>``),
+    whether or not runs are offered it (an operator tries a server before
+    switching it on)."""
+    for source in tool_sources():
+        found = source.find(name)
+        if found is not None:
+            reason = found.unavailable_reason
+            if not settings.CHATFORGE_TOOLS_ENABLED:
+                reason = "Tools are turned off (CHATFORGE_TOOLS_ENABLED=false): runs get no tools."
+            return RunnableTool(tool=found.tool, kind=source.kind, unavailable_reason=reason)
+    return None
 
 
 def code_tool_unavailable_reason(name: str) -> str:
@@ -138,18 +132,6 @@ def _first_type(prop: dict[str, Any]) -> str:
     if isinstance(declared, list):
         return next((t for t in declared if t != "null"), "null")
     return declared if isinstance(declared, str) else "string"
-
-
-def run_tool(tool: Tool, arguments: dict[str, Any], *, user_id: int) -> ToolResult:
-    """Execute ``tool`` once, as a run would, on behalf of user ``user_id``.
-
-    The user's secrets fill an HTTP tool's ``${NAME}`` placeholders, exactly
-    as for that user's own runs. The call blocks for at most the tool's
-    attempts times its timeout, plus backoff.
-    """
-    registry = ToolRegistry()
-    registry.register(tool)
-    return execute_tool(registry, tool.name, arguments, context=tool_context_for(user_id=user_id))
 
 
 def policy_rows(tool: Tool) -> list[tuple[str, Any]]:

@@ -136,7 +136,7 @@ class QueueDepthCollector(Collector):
         from django.conf import settings
         from redis import RedisError
 
-        from orchestration.broker_loss import broker_client
+        from chatforge.runtime.broker_client import broker_client
 
         family = GaugeMetricFamily(QUEUE_DEPTH_NAME, "Messages waiting in each broker queue.", labels=["queue"])
         client = broker_client()

@@ -34,7 +34,7 @@ from chatforge.accounts.tokens import authenticate_token
 from chatforge.api.errors import RETRY_AFTER_S, method_not_allowed
 from chatforge.api.json_input import InvalidJSON, parse_json
 from chatforge.errors import ChatForgeError
-from chatforge.realtime.outages import is_outage
+from chatforge.runtime.outages import is_outage
 from chatforge.runtime.db_connections import db_sync_to_async
 from orchestration.events import TERMINAL_TYPES
 from orchestration.providers.base import ErrorKind

@@ -6,7 +6,7 @@ missed, then live ones, closing after the terminal event.
 those active when the client connects and those started while it stays
 connected; it stays open until the client leaves.
 
-Both read through ``streams.run_events``, which sends a snapshot from
+Both read through ``orchestration/services/run_follower.follow_run``, which sends a snapshot from
 Postgres where the event log lost what the client asks for. Neither joins
 the channel layer; their lifecycle (background tasks cancelled however the
 socket ends, close codes) is ``managed_socket.ManagedSocket``'s.
@@ -29,6 +29,7 @@ from chatforge.observability import record
 from orchestration.event_log import codec
 from orchestration.events import TERMINAL_TYPES
 from orchestration.services.approvals import decide
+from orchestration.services.run_follower import follow_run
 from orchestration.services.runs import run_request_cancel
 
 from . import close_codes
@@ -36,7 +37,6 @@ from .auth import SUBPROTOCOL_SCOPE_KEY
 from .handshake import deny_handshake
 from .managed_socket import ManagedSocket
 from .resume import parse_resume_point
-from .streams import run_events
 
 CLOSE_UNAUTHENTICATED = close_codes.UNAUTHENTICATED
 CLOSE_NOT_FOUND = close_codes.NOT_FOUND
@@ -91,7 +91,7 @@ class _EventSocket(ManagedSocket):
 
     async def _stream_run(self, run_id: str, after: int) -> bool:
         """Send the run's events; True when its terminal event was sent."""
-        async for event in run_events(run_id, after=after):
+        async for event in follow_run(run_id, after=after):
             await self.send(text_data=codec.text(event))
             record.event_relayed(event)
             if event["type"] in TERMINAL_TYPES:

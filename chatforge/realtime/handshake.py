@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from chatforge.api.errors import RETRY_AFTER_S, error_body
+from chatforge.runtime.outages import is_outage
 
 from . import close_codes
-from .outages import is_outage
 
 logger = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from typing import Any
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from chatforge.observability import record
+from chatforge.runtime.outages import is_outage
 
 from . import close_codes
-from .outages import is_outage
 
 logger = logging.getLogger(__name__)
 

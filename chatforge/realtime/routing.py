@@ -5,7 +5,7 @@ with 503."""
 from channels.routing import URLRouter
 from django.urls import path
 
-from chatforge.runtime.nul_guard import WebsocketNulGuard
+from chatforge.api.nul_guard import WebsocketNulGuard
 
 from .auth import auth_stack
 from .consumers import ConversationEventsConsumer, RunEventsConsumer
@@ -18,5 +18,5 @@ websocket_urlpatterns = [
 
 
 # WebsocketNulGuard: a NUL in the URL is a 400 and a cookie holding one is
-# dropped, before the session is read (chatforge/runtime/nul_guard.py).
+# dropped, before the session is read (chatforge/api/nul_guard.py).
 websocket_application = HandshakeGuard(WebsocketNulGuard(auth_stack(URLRouter(websocket_urlpatterns))))

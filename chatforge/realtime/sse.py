@@ -27,9 +27,9 @@ from chatforge.observability import record
 from chatforge.runtime.db_connections import db_sync_to_async
 from orchestration.event_log import codec
 from orchestration.event_log.base import Event
+from orchestration.services.run_follower import follow_run
 
 from .resume import parse_resume_point
-from .streams import run_events
 
 KEEPALIVE_S = 15.0
 KEEPALIVE = b": keep-alive\n\n"
@@ -147,7 +147,7 @@ async def run_events_sse(request: HttpRequest, run_id: str) -> HttpResponse:
     except ValueError as exc:
         return JsonResponse(error_body("invalid_request", str(exc)), status=400)
     response = StreamingHttpResponse(
-        with_keepalive(run_events(str(run.id), after=after)), content_type="text/event-stream; charset=utf-8"
+        with_keepalive(follow_run(str(run.id), after=after)), content_type="text/event-stream; charset=utf-8"
     )
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass events through at once

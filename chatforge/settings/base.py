@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "chatforge.llm",
     "chatforge.openai_api",
     "chatforge.web",
+    "chatforge.adminsite",
 ]
 
 MIDDLEWARE = [
@@ -65,10 +66,10 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # A NUL character in the URL is a 400 and a cookie holding one is dropped,
     # before any session, authentication or view reads the database with it.
-    "chatforge.runtime.nul_guard.RefuseNulInURL",
+    "chatforge.api.nul_guard.RefuseNulInURL",
     # A view failing because Postgres, Redis or the broker is unreachable
     # answers 503 + Retry-After (JSON) instead of 500.
-    "chatforge.runtime.unavailable.ServiceUnavailableMiddleware",
+    "chatforge.api.unavailable.ServiceUnavailableMiddleware",
     # Streaming responses (SSE, /v1 streams) return the view's pooled
     # database connection before the stream starts instead of at its end.
     "chatforge.runtime.db_connections.ReleaseBeforeStreaming",

@@ -11,7 +11,7 @@ ways (``continuity.py`` decides which): *fresh*, counting from 1 — the run's
 first event — or *restarted*, counting from a floor taken from Redis' clock
 in microseconds, above any seq the lost log can have handed out (a log
 gets far fewer than one event per microsecond). Readers see the jump and
-send a snapshot (``chatforge/realtime/streams.py``).
+send a snapshot (``orchestration/services/run_follower.py``).
 """
 
 from __future__ import annotations

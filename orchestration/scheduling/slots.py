@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 
-from .. import broker_loss
+from chatforge.runtime.broker_client import broker_client
+
 from .limits import current_limits
 
 # One hash tag: every key of the scheduler lives in one Redis Cluster slot,
@@ -323,6 +324,6 @@ _scheduler: RedisSlots | Unlimited | None = None
 def scheduler() -> RedisSlots | Unlimited:
     global _scheduler
     if _scheduler is None:
-        client = broker_loss.broker_client()
+        client = broker_client()
         _scheduler = Unlimited() if client is None else RedisSlots(client)
     return _scheduler

@@ -3,7 +3,7 @@
 ``follow_run(run_id, after=N)`` is an async iterator of the run's events
 with seq > N, then the live ones, ending after the terminal event. Every
 reader that follows a run to its end reads through it: the run and
-conversation websockets and SSE (``chatforge/realtime/streams.py``),
+conversation websockets and SSE (``chatforge/realtime/consumers.py``, ``sse.py``),
 ``/v1/chat/completions`` streamed or not (``chatforge/openai_api/views.py``),
 ``manage.py chat``, and the admin's model validation, which starts a run
 and waits for its end (``wait_for_run_end``, for sync callers).

@@ -112,7 +112,7 @@ def test_secret_names_are_checked_before_they_reach_the_database(owner):
                                           content_type="application/json")
         assert response.status_code == 400, (method, response.content[:200])
         assert "Invalid secret name" in response.json()["error"]["message"]
-        # A NUL is refused for any URL before a view runs (chatforge/runtime/nul_guard.py).
+        # A NUL is refused for any URL before a view runs (chatforge/api/nul_guard.py).
         response = getattr(owner, method)("/api/secrets/%00/", '{"value": "x"}', content_type="application/json")
         assert response.status_code == 400, (method, response.content[:200])
         assert "NUL character" in response.json()["error"]["message"]

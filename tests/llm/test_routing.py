@@ -6,7 +6,7 @@ import pytest
 
 from chatforge.accounts.crypto import encrypt
 from chatforge.accounts.secrets import user_secret_set
-from chatforge.llm.admin import ProviderForm
+from chatforge.adminsite.llm import ProviderForm
 from chatforge.llm.models import LanguageModel, Provider
 from chatforge.llm.routing import resolve_model
 

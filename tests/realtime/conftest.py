@@ -13,6 +13,7 @@ from django.db import connections
 from chatforge.conversations.models import Conversation, Run, ToolInvocation
 from orchestration import tasks
 from orchestration.event_log import get_event_log, reset_event_log
+from orchestration.services.run_follower import follow_run
 from orchestration.services.runs import RunOptions, run_start
 from tests.fakes.openai_server import Reply
 
@@ -60,11 +61,9 @@ def finish(run: Run, calls: list[str]) -> None:
 
 
 def collect(run_id: str, *, after: int = 0, block_ms: int = 200, limit: int | None = None) -> list[dict]:
-    from chatforge.realtime.streams import run_events
-
     async def gather() -> list[dict]:
         found = []
-        async for event in run_events(run_id, after=after, block_ms=block_ms):
+        async for event in follow_run(run_id, after=after, block_ms=block_ms):
             found.append(event)
             if limit is not None and len(found) >= limit:
                 break

@@ -15,7 +15,7 @@ from django.db import OperationalError as DatabaseOperationalError
 from kombu import Connection as BrokerConnection
 from psycopg_pool import ConnectionPool
 
-from chatforge.realtime.outages import is_outage
+from chatforge.runtime.outages import is_outage
 from orchestration.events import EventLogUnavailable
 from tests.support.stack import free_port
 

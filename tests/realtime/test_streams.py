@@ -1,4 +1,4 @@
-"""Reading a run's events through ``run_events`` when the log is whole,
+"""Reading a run's events through ``follow_run`` when the log is whole,
 trimmed, missing, or missing its terminal event: seqs only rise, and a
 snapshot from Postgres stands in for what the log lost."""
 
@@ -13,9 +13,9 @@ from django.conf import settings
 from django.db import connections
 
 from chatforge.conversations.models import Message, Run
-from chatforge.realtime.streams import run_events
 from orchestration.event_log import get_event_log
 from orchestration.event_log.memory import InMemoryEventLog
+from orchestration.services.run_follower import follow_run
 
 from .conftest import collect, finish, first_turn, start
 
@@ -86,7 +86,7 @@ def test_live_run_whose_log_is_deleted_mid_run(engine):
     get_event_log().delete(run_id)
 
     async def returning_client() -> list[dict]:
-        stream = run_events(run_id, after=cursor, block_ms=200)
+        stream = follow_run(run_id, after=cursor, block_ms=200)
         snapshot = await anext(stream)  # at once, before the workers append again
         await sync_to_async(finish)(run, calls)
         rest = [event async for event in stream]

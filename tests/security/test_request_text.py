@@ -9,7 +9,7 @@ tests/api/test_bad_input.py, tests/openai_api/test_bad_input.py.)
 Postgres text cannot hold NUL (psycopg raises ``DataError`` before the
 query is sent): ``POST /api/runs/{id}/tool-calls/%00/decision/`` by the
 run's owner answered 500, as did the admin's search. A NUL anywhere in a
-URL is now a 400 (``chatforge/runtime/nul_guard.py``): JSON on the API paths
+URL is now a 400 (``chatforge/api/nul_guard.py``): JSON on the API paths
 (OpenAI's shape on /v1), Django's 400 page elsewhere. Values that are only
 wrong (too long, not a UUID) answer as a missing object does (the admin's
 conversation page answered a non-UUID id with a 500).

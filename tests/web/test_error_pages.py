@@ -65,7 +65,7 @@ def test_a_foreign_host_header_on_a_page_is_a_plain_400_page():
     assert response["Content-Type"].startswith("text/html")
 
 
-# (A NUL, "%00", is refused for any URL before a view runs: chatforge/runtime/nul_guard.py.)
+# (A NUL, "%00", is refused for any URL before a view runs: chatforge/api/nul_guard.py.)
 @pytest.mark.parametrize("name", ["%ED%A0%80", "Bad-Name", "a" * 65])
 def test_deleting_a_secret_with_an_impossible_name_says_so_on_the_settings_page(django_user_model, name):
     user = django_user_model.objects.create_user(username="keeper", password="pw")

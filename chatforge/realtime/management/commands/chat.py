@@ -87,7 +87,7 @@ class Command(BaseCommand):
         self._account = account
         chat = self._conversation(account, conversation)
         if settings.EMBEDDED:
-            from chatforge.runtime.embedded_worker import start_embedded_worker
+            from orchestration.embedded_worker import start_embedded_worker
 
             start_embedded_worker()
         run_options = RunOptions(

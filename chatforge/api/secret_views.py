@@ -7,21 +7,21 @@ owner, so a leaked session or API token cannot read them back.
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-
-from chatforge.api.schema import NOT_FOUND, SECRET_NAMES, SECRET_VALUE
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .secrets import (
+from chatforge.accounts.secrets import (
     MAX_SECRET_CHARS,
     check_secret_name,
     user_secret_delete,
     user_secret_names,
     user_secret_set,
 )
+
+from .schema import NOT_FOUND, SECRET_NAMES, SECRET_VALUE
 
 
 # Module-level with distinct names: drf-spectacular names schema components

@@ -2,10 +2,13 @@
 
 A request or websocket that fails because Postgres, Redis or the broker is
 down is not a bug in the request or in our code: the client should come back
-later. Handshakes answer such failures with HTTP 503 (``handshake.py``), open
-sockets close with 1013 "try again later" (``close_codes.py``), and the HTTP
-API answers 503 with Retry-After (``chatforge/api/errors.py``), where any
-other failure is a 500 or a 1011.
+later. Handshakes answer such failures with HTTP 503
+(``chatforge/realtime/handshake.py``), open sockets close with 1013 "try
+again later" (``chatforge/realtime/close_codes.py``), the HTTP API answers
+503 with Retry-After (``chatforge/api/errors.py``), where any other failure
+is a 500 or a 1011, and the engine hands a step back to be run again
+(``orchestration/services/outage_retry.py``). It is the platform's, below
+all of them.
 
 A database error counts only when it says the database could not be reached
 or used for now (connection refused or lost, no free pooled connection, too
@@ -24,7 +27,12 @@ from kombu.exceptions import OperationalError as BrokerOperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from orchestration.events import EventLogUnavailable
+
+class DependencyUnavailable(Exception):
+    """Raised by our own code when a service it depends on could not be
+    reached after its retries (the engine's ``EventLogUnavailable`` is one):
+    an outage, whatever raised it, without this module knowing the layers
+    above it."""
 
 
 def _driver_errors() -> tuple[type[BaseException], ...]:
@@ -45,7 +53,7 @@ OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
     RedisConnectionError,
     RedisTimeoutError,
     BrokerOperationalError,
-    EventLogUnavailable,
+    DependencyUnavailable,
     *_DRIVER_ERRORS,
 )
 

@@ -11,7 +11,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from .models import ToolLimit, UsageCounter, UserLimits
+from chatforge.scheduling.models import ToolLimit, UsageCounter, UserLimits
 
 
 @admin.register(UserLimits)

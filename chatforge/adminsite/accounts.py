@@ -20,10 +20,16 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.cache import add_never_cache_headers
 
-from .crypto import encrypt
-from .models import ApiToken, UserSecret
-from .secrets import MAX_SECRET_CHARS
-from .tokens import IssuedToken, api_token_issue, api_token_revoke, api_token_rotate, api_tokens_revoke
+from chatforge.accounts.crypto import encrypt
+from chatforge.accounts.models import ApiToken, UserSecret
+from chatforge.accounts.secrets import MAX_SECRET_CHARS
+from chatforge.accounts.tokens import (
+    IssuedToken,
+    api_token_issue,
+    api_token_revoke,
+    api_token_rotate,
+    api_tokens_revoke,
+)
 
 # Where save_model leaves the plaintext of a token it just issued for
 # response_add, which renders it: one request, never stored anywhere.

@@ -15,6 +15,8 @@ import threading
 
 from django.conf import settings
 
+from .services.sweeper import sweep_stalled_runs
+
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
@@ -22,8 +24,6 @@ _started = False
 
 
 def _sweep_forever(stop: threading.Event, interval_s: float) -> None:
-    from orchestration.services.sweeper import sweep_stalled_runs
-
     while not stop.wait(interval_s):
         try:
             sweep_stalled_runs()

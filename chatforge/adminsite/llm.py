@@ -14,9 +14,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from chatforge.accounts.crypto import encrypt
-
-from .models import LanguageModel, ModelValidation, Provider
-from .validation import VALIDATED_RATE, ValidationStatus
+from chatforge.llm.models import LanguageModel, ModelValidation, Provider
+from chatforge.llm.validation import VALIDATED_RATE, ValidationStatus
 
 
 class ProviderForm(forms.ModelForm):

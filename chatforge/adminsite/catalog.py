@@ -28,19 +28,18 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from chatforge.api.json_input import InvalidJSON, check_json_value
-
-from . import versioning as catalog_versioning
-from .catalog import code_tools, get_catalog
-from .models import Assistant, ToolDefinition
-from .permissions import can_run_tools_by_hand
-from .tool_runs import (
+from chatforge.catalog import versioning as catalog_versioning
+from chatforge.catalog.catalog import code_tools, get_catalog
+from chatforge.catalog.models import Assistant, ToolDefinition
+from chatforge.catalog.permissions import can_run_tools_by_hand
+from chatforge.catalog.tool_runs import (
     code_tool_unavailable_reason,
     find_runnable_tool,
     policy_rows,
     pretty_json,
-    run_tool,
     sample_arguments,
 )
+from orchestration.services.tools_by_hand import run_tool_by_hand
 
 
 class JSONTextarea(forms.Textarea):
@@ -225,7 +224,7 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
         if request.method == "POST":
             form = ToolArgumentsForm(request.POST)
             if form.is_valid():
-                result = run_tool(runnable.tool, form.cleaned_data["arguments"], user_id=request.user.pk)
+                result = run_tool_by_hand(runnable.tool, form.cleaned_data["arguments"], user_id=request.user.pk)
         else:
             form = ToolArgumentsForm(initial={"arguments": sample_arguments(runnable.tool.parameters)})
         context = {

@@ -45,7 +45,10 @@ from urllib.parse import parse_qsl
 from django.http import HttpRequest, HttpResponseBase
 from django.http.cookie import parse_cookie
 
-from .hybrid_middleware import HybridMiddleware
+from chatforge.realtime import close_codes
+from chatforge.realtime.handshake import deny_handshake
+from chatforge.runtime.hybrid_middleware import HybridMiddleware
+from chatforge.web.errors import bad_request_view
 
 NUL = "\x00"
 _CANNOT_HOLD = "which no ChatForge id, name or text can hold; remove it."
@@ -92,7 +95,6 @@ class RefuseNulInURL(HybridMiddleware):
             if _holds_nul(request.META.get("HTTP_COOKIE", "")):
                 request.COOKIES = without_nul_cookies(request.COOKIES)
             return self.get_response(request)
-        from chatforge.web.errors import bad_request_view
 
         response = bad_request_view(request, NulInURL(problem))
         return _ready(response) if self.is_async else response
@@ -124,9 +126,6 @@ class WebsocketNulGuard:
         if scope["type"] == "websocket":
             problem = url_problem(scope.get("path", ""), scope.get("query_string", b"").decode("latin-1"))
             if problem is not None:
-                from chatforge.realtime import close_codes
-                from chatforge.realtime.handshake import deny_handshake
-
                 await deny_handshake(scope, send, status=400, code="invalid_request", message=problem,
                                      close_code=close_codes.BAD_REQUEST)
                 return

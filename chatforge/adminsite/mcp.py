@@ -23,14 +23,14 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from chatforge.catalog.admin import PrettyJSONField, switch_enabled
 from chatforge.catalog.catalog import get_catalog
 from chatforge.catalog.tool_runs import pretty_json
+from chatforge.mcp.discovery import DiscoveryOutcome, discover
+from chatforge.mcp.models import McpServer
+from chatforge.mcp.tools import namespaced, server_of, server_tools
 from tools.base import Tool
 
-from .discovery import DiscoveryOutcome, discover
-from .models import McpServer
-from .tools import namespaced, server_of, server_tools
+from .catalog import PrettyJSONField, switch_enabled
 
 
 @admin.register(McpServer)

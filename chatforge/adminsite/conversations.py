@@ -35,8 +35,8 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from .models import Conversation, Message, Run, ToolInvocation
-from .traces import build_run_trace, pretty_json_text, run_duration_ms
+from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
+from chatforge.conversations.traces import build_run_trace, pretty_json_text, run_duration_ms
 
 # Rows listed on a conversation's page; longer conversations link to the
 # filtered message and run lists for the rest.
