@@ -1,5 +1,5 @@
-"""Compact tool rounds (seed 003) built from the step ledger, and expanded
-back into provider-neutral messages.
+"""Compact tool rounds built from the step ledger, and expanded back into
+provider-neutral messages (docs/architecture.md, "A run, step by step").
 
 One round = the text the model streamed before asking for tools, the calls,
 and their results. The same functions serve the final assistant message

@@ -4,7 +4,7 @@ Provider adapters call these instead of reshaping specs themselves, so that
 every rule about what a provider accepts lives - with its reason - in this
 module. Each function takes registry ``Tool`` objects or their OpenAI-format
 specs (``Tool.spec()`` / ``ToolRegistry.specs()``), returns new dicts and never
-mutates its input. See the provider reference (PROVIDERS.md sections 1, 3-6).
+mutates its input. See docs/tools.md, "Provider formats".
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def to_gemini(tools: Iterable[ToolLike]) -> list[dict[str, Any]]:
 # --- Gemini's schema subset -------------------------------------------------------
 
 # The Schema fields Gemini's function declarations accept (python-genai
-# ``types.Schema``; PROVIDERS.md section 5). Any other key is an "Unknown name"
+# ``types.Schema``; docs/tools.md, "Provider formats"). Any other key is an "Unknown name"
 # 400, e.g. ``additionalProperties``, ``$schema``, ``$defs``, ``const``,
 # ``oneOf``, ``allOf``, ``exclusiveMinimum``, ``multipleOf``, ``uniqueItems``.
 _GEMINI_KEYS = frozenset(

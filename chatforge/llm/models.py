@@ -5,7 +5,8 @@ A *provider* is an endpoint of one kind (OpenAI-compatible, OpenAI
 Responses, Anthropic, Gemini, Ollama) with its key, encrypted at rest. A
 *model* is the name clients send, mapped to a provider, the vendor's model
 name and what it supports. Validation results record how reliably a model
-uses tools (seed 002's 80 % rule).
+uses tools: a model is validated once 80 % of its tests succeeded
+(docs/providers.md, "Model validation").
 """
 
 from __future__ import annotations

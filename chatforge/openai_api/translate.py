@@ -87,10 +87,10 @@ class ChatRequest:
     # forcing tool_choice, checked; each provider applies what it has
     # (orchestration/providers/sampling.py).
     sampling: dict[str, Any] = field(default_factory=dict)
-    # Stream the server's tool calls as standard ``tool_calls`` deltas (the
-    # seed's format, for clients that know ChatForge ran them). Off by
-    # default: every other client takes such deltas as calls to run itself
-    # (docs/decisions/0015-server-tools-hidden-from-v1-clients.md).
+    # Stream the server's tool calls as standard ``tool_calls`` deltas (for
+    # clients that know ChatForge ran them; docs/openai-api.md, "Server tools
+    # in a stream"). Off by default: every other client takes such deltas as
+    # calls to run itself (docs/decisions/0015-server-tools-hidden-from-v1-clients.md).
     show_tool_calls: bool = False
 
 
@@ -605,7 +605,8 @@ SSE_KEEPALIVE = b": keep-alive\n\n"
 
 @dataclass
 class ChunkRenderer:
-    """``chat.completion.chunk``s of one response (PROVIDERS.md §2.4).
+    """``chat.completion.chunk``s of one response (docs/openai-api.md, "The
+    streamed answer").
 
     Every chunk has the same ``id``/``created`` and carries the run's
     ``conversation_id`` and ``run_id`` at top level. Tool calls are numbered
@@ -636,7 +637,8 @@ class ChunkRenderer:
         }
 
     def first(self) -> dict[str, Any]:
-        """Sent before any model output (seed 000 "Early Metadata Emission")."""
+        """Sent before any model output, so the client knows the conversation and
+        run at once (docs/openai-api.md, "The streamed answer")."""
         return self._chunk({"role": "assistant", "content": "", "refusal": None})
 
     def text(self, text: str) -> dict[str, Any]:
@@ -676,8 +678,8 @@ class ChunkRenderer:
 
 @dataclass
 class ToolEventCollector:
-    """The ``tool_events`` of a non-streamed answer (seed 000 "Output
-    Collection"): text, tool calls and tool outputs in the order they
+    """The ``tool_events`` of a non-streamed answer (docs/openai-api.md, "The
+    non-streamed answer"): text, tool calls and tool outputs in the order they
     happened. Text is kept per model turn, so a turn that is retried after
     streaming some text (``llm.retry`` with ``discard_text``, or a turn that
     starts again because its worker died) contributes only its final text."""
@@ -730,10 +732,10 @@ def completion_body(
     run_id: str,
     tool_calls: list[ToolCallOut] = (),
 ) -> dict[str, Any]:
-    """A ``chat.completion`` (PROVIDERS.md §1) plus ChatForge's fields. The
-    message's ``tool_calls`` are only calls of the client's own tools (the
-    client's to run); the server's calls are in ``tool_events``, and a
-    client must not run them again."""
+    """A ``chat.completion`` plus ChatForge's fields (docs/openai-api.md, "The
+    non-streamed answer"). The message's ``tool_calls`` are only calls of the
+    client's own tools (the client's to run); the server's calls are in
+    ``tool_events``, and a client must not run them again."""
     message: dict[str, Any] = {"role": "assistant", "content": content or (None if tool_calls else ""),
                                "refusal": None}
     if tool_calls:

@@ -6,7 +6,8 @@ starts the run (``chat_start``), and follows the run's event log while the
 worker fleet does the work — streaming each event out as a
 ``chat.completion.chunk`` (``stream: true``), or waiting for the end and
 answering one ``chat.completion`` with ``tool_events``. A client that goes
-away before the end cancels the run (seed 000 "Client Disconnect").
+away before the end cancels the run (docs/openai-api.md, "The streamed
+answer" and "The non-streamed answer").
 
 Async views (Django runs them under ASGI without a thread per request); the
 database is reached through ``db_sync_to_async``, which gives the
@@ -240,8 +241,9 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
 
 
 async def _stream(*, user: AbstractBaseUser, chat: ChatRequest, renderer: ChunkRenderer) -> AsyncIterator[bytes]:
-    """The SSE body (PROVIDERS.md §2.4). The first chunk goes out before the
-    model says anything, with the conversation and run ids."""
+    """The SSE body (docs/openai-api.md, "The streamed answer"). The first
+    chunk goes out before the model says anything, with the conversation and
+    run ids."""
     run_id = renderer.run_id
     ended = False
     rounds = _RoundCalls(run_id)

@@ -1,11 +1,11 @@
 """Turn anthropic SDK (and transport) exceptions into ``ProviderError``s a person can act on.
 
-Kinds and retryability follow PROVIDERS.md §7. Anthropic names the cause in
-the body's ``error.type`` (and, for spend limits, ``error.details.error_code``);
-the HTTP status decides first and the type refines it. An ``event: error``
-arriving after HTTP 200 reaches us as an ``APIStatusError`` with status 200:
-it is classified by its type alone (``overloaded_error`` = 529), which
-status-based retry logic would miss.
+Kinds and retryability follow docs/providers.md, "Errors and retries".
+Anthropic names the cause in the body's ``error.type`` (and, for spend
+limits, ``error.details.error_code``); the HTTP status decides first and the
+type refines it. An ``event: error`` arriving after HTTP 200 reaches us as an
+``APIStatusError`` with status 200: it is classified by its type alone
+(``overloaded_error`` = 529), which status-based retry logic would miss.
 
 Errors raised while the body is being read are the transport's own
 (``httpx2.ReadTimeout`` when no byte came for the idle timeout,

@@ -1,4 +1,4 @@
-"""Provider-neutral ``ChatMessage``s in the Anthropic Messages shape (PROVIDERS.md §4).
+"""Provider-neutral ``ChatMessage``s in the Anthropic Messages shape.
 
 Rules, each for a reason:
 

@@ -3,7 +3,8 @@
 Gemini's error body is ``{"error": {"code", "message", "status", "details":
 […]}}``; ``details`` may hold an ``ErrorInfo`` (``reason``, e.g.
 ``API_KEY_INVALID``), a ``RetryInfo`` (``retryDelay`` "37s") and a
-``QuotaFailure`` (``violations[].quotaId``). Classification (PROVIDERS.md §7):
+``QuotaFailure`` (``violations[].quotaId``). Classification (docs/providers.md,
+"Errors and retries"):
 
 * 400 ``API_KEY_INVALID`` (and 401) → AUTHENTICATION; other 400/422 → BAD_REQUEST
 * 403 → PERMISSION, 404 → NOT_FOUND

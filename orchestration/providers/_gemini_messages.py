@@ -1,4 +1,4 @@
-"""Neutral ``ChatMessage``s in Gemini's ``contents`` wire shape (PROVIDERS.md §5).
+"""Neutral ``ChatMessage``s in Gemini's ``contents`` wire shape (docs/providers.md, "Vendor notes").
 
 Pure functions over plain dicts (camelCase, exactly as sent), so the mapping
 can be tested without HTTP; the adapter turns them into SDK types.

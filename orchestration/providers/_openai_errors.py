@@ -2,9 +2,10 @@
 ``ProviderError``s a person can act on. Shared by the Chat Completions and
 the Responses adapters.
 
-Kinds and retryability follow PROVIDERS.md §7: connection trouble,
-timeouts, 408, 409, 429 rate limits and 5xx may succeed later; 400/401/403/
-404/422 and a 429 ``insufficient_quota`` (billing) never will. The message
+Kinds and retryability follow docs/providers.md, "Errors and retries":
+connection trouble, timeouts, 408, 409, 429 rate limits and 5xx may succeed
+later; 400/401/403/404/422 and a 429 ``insufficient_quota`` (billing) never
+will. The message
 says whose problem it is (the operator's key or model name, the account's
 billing, the server, the network), because it ends up in front of someone who
 has to fix it. ``retry_after_s`` carries the server's ``retry-after-ms`` /

@@ -1,4 +1,4 @@
-"""Adapter for the Anthropic Messages API (PROVIDERS.md §4, §4.1) via the official SDK.
+"""Adapter for the Anthropic Messages API, streamed, via the official SDK (docs/providers.md).
 
 The SDK does HTTP and SSE framing; its retries are off (the engine retries
 whole turns). We read the raw stream events ourselves rather than using the

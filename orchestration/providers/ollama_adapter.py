@@ -1,4 +1,4 @@
-"""Adapter for Ollama's native chat API, ``POST /api/chat`` (PROVIDERS.md §6.1),
+"""Adapter for Ollama's native chat API, ``POST /api/chat`` (docs/providers.md),
 spoken with ``httpx`` directly.
 
 The native API differs from Ollama's OpenAI-compatible ``/v1`` (which
@@ -306,7 +306,7 @@ def think_value(effort: Any, *, levels: bool = True) -> str | bool | None:
 
 
 def messages_to_ollama(messages: list[ChatMessage]) -> list[dict[str, Any]]:
-    """Neutral messages in the ``/api/chat`` shape (PROVIDERS.md §6.1).
+    """Neutral messages in the ``/api/chat`` shape (docs/providers.md, "Vendor notes").
 
     A tool message without a ``name`` gets the name of the call it answers,
     because Ollama's templates key tool results by ``tool_name``.
@@ -468,7 +468,8 @@ def arguments_text(arguments: Any) -> str:
 
 
 def finish_reason(done_reason: str, *, has_calls: bool) -> str:
-    """``done_reason`` stays ``stop`` when tools are called (§6.1): presence decides."""
+    """``done_reason`` stays ``stop`` when tools are called: presence decides
+    (docs/providers.md, "Vendor notes")."""
     if has_calls:
         return "tool_calls"
     if done_reason == "length":
@@ -509,7 +510,8 @@ def error_detail(body: bytes) -> tuple[str, bool]:
 def status_error(
     status: int, body: bytes, headers: Mapping[str, str] | None, *, where: str, model: str
 ) -> ProviderError:
-    """PROVIDERS.md §7: 429/5xx retry; 400, 401, 403 and 404 (model not pulled) never will."""
+    """429/5xx retry; 400, 401, 403 and 404 (model not pulled) never will
+    (docs/providers.md, "Errors and retries")."""
     detail, is_ollama_error = error_detail(body)
     retry_after = retry_after_from_headers(headers)
 

@@ -209,7 +209,7 @@ def request_params(request: TurnRequest) -> dict[str, Any]:
 
 
 def message_to_openai(message: ChatMessage) -> dict[str, Any]:
-    """One neutral message in the OpenAI wire shape (PROVIDERS.md §1)."""
+    """One neutral message in the OpenAI Chat Completions wire shape."""
     match message.role:
         case "user" if message.images:
             return {"role": "user", "content": content_parts(message.content or "", message.images)}
@@ -318,7 +318,8 @@ def _reasoning_text(delta: Any) -> str:
 
 def _normalise_finish_reason(raw: str, *, has_calls: bool) -> str:
     """Tool calls are detected by presence: a forced ``tool_choice`` gives
-    ``stop`` with calls, and Ollama keeps ``stop`` too (PROVIDERS.md §1)."""
+    ``stop`` with calls, and Ollama keeps ``stop`` too (docs/providers.md,
+    "Vendor notes")."""
     if has_calls:
         return "tool_calls"
     if raw in KNOWN_FINISH_REASONS and raw != "tool_calls":

@@ -1,5 +1,5 @@
 """Adapter for the OpenAI Responses API (``POST /v1/responses``,
-PROVIDERS.md §3) via the official SDK.
+docs/providers.md) via the official SDK.
 
 How neutral messages map to Responses ``input`` items:
 

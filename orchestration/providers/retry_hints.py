@@ -1,4 +1,5 @@
-"""How long a provider asked us to wait before retrying (PROVIDERS.md §7).
+"""How long a provider asked us to wait before retrying (docs/providers.md,
+"Errors and retries").
 
 One reader for the headers every vendor uses, so each adapter turns a
 429/503 into ``ProviderError(retry_after_s=…)`` the same way: ``retry-after-ms``

@@ -1,5 +1,6 @@
 """How often and how patiently a model turn is retried, one policy per
-provider kind (PROVIDERS.md §7 and the vendors' SDK defaults).
+provider kind (docs/providers.md, "Errors and retries", and the vendors' SDK
+defaults).
 
 Only transient failures are retried (``ProviderError.retryable``): rate
 limits, overload, 5xx, connection trouble, stalled streams. A provider's own

@@ -6,7 +6,8 @@ Ollama's ``/v1`` endpoint sends ``index: 0`` for every call of a parallel
 batch and tells them apart only by ``id``; old builds leave ``index`` out;
 some repeat ``id``/``name`` on every fragment. The official SDK's accumulator
 concatenates every string, so it would double repeated names and merge
-Ollama's calls. This module applies the rules of PROVIDERS.md §2.3 instead.
+Ollama's calls. This module applies its own rules instead (docs/providers.md,
+"Vendor notes").
 
 It is pure Python on purpose: fragments may be the openai SDK's
 ``ChoiceDeltaToolCall`` objects or plain dicts (from a hand-rolled SSE parser

@@ -181,8 +181,9 @@ def _call_model(run: Run, turn: LlmTurn, resolved: ResolvedModel, request: TurnR
 
 
 def _previous_response_id(run: Run, turn_input: TurnInput, iteration: int) -> str | None:
-    """Where a Responses-API conversation continues from (seed 000): this
-    run's last turn, else the conversation's last assistant message."""
+    """Where a Responses-API conversation continues from (docs/providers.md,
+    "Responses API continuation"): this run's last turn, else the
+    conversation's last assistant message."""
     if iteration > 0:
         return turn_input.last_response_id
     return (

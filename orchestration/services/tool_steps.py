@@ -90,7 +90,7 @@ def _normalized(arguments: str) -> str:
 
 def _repeat_result(inv: ToolInvocation) -> ToolResult | None:
     """An error result when the model keeps calling the same tool with the
-    same arguments (seed 002's circular-call detection); None otherwise."""
+    same arguments (docs/tool-catalog.md, "Circular calls"); None otherwise."""
     limit = settings.CHATFORGE_TOOL_REPEAT_LIMIT
     earlier = extras_of(inv).earlier_arguments  # read by the claim on Postgres
     if earlier is None:

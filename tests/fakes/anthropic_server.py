@@ -1,5 +1,5 @@
 """A fake Anthropic Messages API for tests: real HTTP on 127.0.0.1, real wire
-format (PROVIDERS.md §4, §4.1, §7), scripted answers.
+format (messages, streamed events, error bodies), scripted answers.
 
 ``POST /v1/messages`` answers with server-sent events (``event:`` and ``data:``
 lines, ``message_start`` … ``message_stop``) when the body says ``"stream":
@@ -354,7 +354,7 @@ class _Turn:
         return blocks
 
     def message(self) -> dict[str, Any]:
-        """The non-streaming ``message`` object (§4)."""
+        """The non-streaming ``message`` object."""
         return {
             "id": self.message_id,
             "type": "message",
@@ -367,7 +367,7 @@ class _Turn:
         }
 
     def events(self) -> list[tuple[str, dict[str, Any]]]:
-        """The streamed ``(event, data)`` pairs of §4.1, in order."""
+        """The streamed ``(event, data)`` pairs, in Anthropic's order."""
         start_usage = {key: value for key, value in self.usage.items() if key != "output_tokens"}
         start_usage["output_tokens"] = 1
         message = {**self.message(), "content": [], "stop_reason": None, "usage": start_usage}

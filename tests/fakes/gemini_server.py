@@ -1,5 +1,5 @@
 """A fake Gemini API (``generateContent`` / ``streamGenerateContent``) for
-tests: real HTTP on 127.0.0.1, real wire format (PROVIDERS.md §5, §7),
+tests: real HTTP on 127.0.0.1, real wire format (contents and error bodies),
 scripted answers.
 
 Same design as ``tests.fakes.openai_server``: scripts are keyed by model name

@@ -1,5 +1,5 @@
 """A fake Ollama server for tests: real HTTP on 127.0.0.1, the native API's
-real wire format (PROVIDERS.md §6.1), scripted answers.
+real wire format, scripted answers.
 
 ``POST /api/chat`` answers with NDJSON (one JSON object per line, the last
 with ``done: true``) or, for ``"stream": false``, one JSON object. Lines are
@@ -115,7 +115,8 @@ def last_user_text(body: dict[str, Any]) -> str:
 
 def request_problem(body: dict[str, Any]) -> str | None:
     """What Ollama's Go decoder would refuse with a 400, or ``None``. Mostly
-    the trap of §6.1: tool-call ``arguments`` must be an object, not a string."""
+    Ollama's trap: tool-call ``arguments`` must be an object, not a string
+    (docs/providers.md, "Vendor notes")."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         return "json: cannot unmarshal messages: expected an array"

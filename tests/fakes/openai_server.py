@@ -1,5 +1,5 @@
 """A fake OpenAI server for tests: Chat Completions (``/v1/chat/completions``,
-PROVIDERS.md §1–2.4) and the Responses API (``/v1/responses``, §3) over
+streamed or not) and the Responses API (``/v1/responses``) over
 real HTTP on 127.0.0.1, real wire format, scripted answers.
 
 Tests exercise the whole client stack (SDK, SSE parsing, retries,
@@ -135,7 +135,7 @@ def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def content_text(content: Any) -> str:
-    """Content is a string or an array of text parts (PROVIDERS.md §2.4)."""
+    """Content is a string or an array of text parts."""
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     return content or ""
@@ -277,7 +277,7 @@ class _Turn:
         }
 
     def completion(self) -> dict[str, Any]:
-        """The non-streaming ``chat.completion`` object (§1)."""
+        """The non-streaming ``chat.completion`` object."""
         message: dict[str, Any] = {"role": "assistant", "content": self.reply.text or None, "refusal": None}
         if self.reply.reasoning:
             message["reasoning"] = self.reply.reasoning  # the non-standard field, as in streamed deltas
@@ -304,7 +304,7 @@ class _Turn:
         }
 
     def chunks(self, *, include_usage: bool) -> Iterator[dict[str, Any]]:
-        """The streamed chunks of §2.4, in order, without ``[DONE]``."""
+        """The streamed ``chat.completion.chunk``s, in order, without ``[DONE]``."""
         opens_with_call = bool(self.calls) and not self.reply.text
         yield self._chunk({"role": "assistant", "content": None if opens_with_call else ""})
         for piece in _word_pieces(self.reply.reasoning):
@@ -355,7 +355,7 @@ class _Turn:
 
 
 # --------------------------------------------------------------------------
-# Responses API (PROVIDERS.md §3)
+# Responses API
 # --------------------------------------------------------------------------
 
 

@@ -1,7 +1,7 @@
-"""Stored tool rounds (seed 003) replay into every provider's message format:
-one compact round — text before the calls, two parallel calls, one result an
-error, one call that never finished — through ``expand_rounds`` and each
-adapter's own converter."""
+"""Stored tool rounds (docs/architecture.md, "A run, step by step") replay
+into every provider's message format: one compact round — text before the
+calls, two parallel calls, one result an error, one call that never
+finished — through ``expand_rounds`` and each adapter's own converter."""
 
 from __future__ import annotations
 

@@ -97,7 +97,8 @@ def test_streamed_chat_with_tools_by_name(stack, fake_llm, make_user):
 @pytest.mark.parametrize("ask", [{"extra_body": {"show_tool_calls": True}},
                                  {"extra_headers": {"X-ChatForge-Show-Tool-Calls": "true"}}])
 def test_a_client_that_asks_gets_the_server_tool_calls_as_tool_calls(stack, fake_llm, make_user, ask):
-    """The seed's format, for clients that know ChatForge ran the tools:
+    """Standard ``tool_calls`` for clients that know ChatForge ran the tools
+    (docs/openai-api.md, "Server tools in a stream"):
     one ``tool_calls`` chunk per round and ``delta.tool_output`` after each."""
     fake_llm.add_script("oa-stream-calls", two_rounds())
     _, token = make_user()

@@ -1,4 +1,5 @@
-"""Tool-call assembly under the stream shapes real servers send (PROVIDERS.md §2.3)."""
+"""Tool-call assembly under the stream shapes real servers send (docs/providers.md,
+"Vendor notes")."""
 
 from __future__ import annotations
 

@@ -130,7 +130,8 @@ def format_results(query: str, body: dict[str, Any]) -> str:
 
 
 def _error_for(response: httpx.Response) -> ToolError:
-    """The seed's error texts, with the exception class saying whose fault it is."""
+    """One error text per Tavily status (docs/tools.md, "Built-in tools"), with
+    the exception class saying whose fault it is."""
     status = response.status_code
     message = _api_message(response)
     if status == 400:

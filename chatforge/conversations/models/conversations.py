@@ -1,8 +1,9 @@
 """What the user sees: conversations and their messages.
 
 The assistant message of a run is written once, when the run ends, with the
-final text and a compact record of its tool rounds (seed 003). The step rows
-in ``runs.py`` are the engine's internal checkpoints.
+final text and a compact record of its tool rounds (docs/architecture.md,
+"A run, step by step"). The step rows in ``runs.py`` are the engine's
+internal checkpoints.
 """
 
 from __future__ import annotations

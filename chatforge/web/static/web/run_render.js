@@ -191,7 +191,7 @@ export function renderRun(article, state, connection = "") {
   // A snapshot may have dropped rounds (a re-run turn): remove their elements.
   for (const child of [...rounds.children]) if (!kept.has(child)) child.remove();
   if (!live && article.dataset.folded !== "true") {
-    // Seed 003's "UI Display": once the run ends, the tool history folds
+    // docs/web.md, "Chat": once the run ends, the tool history folds
     // away and the answer stays in view.
     article.dataset.folded = "true";
     article.querySelectorAll(".tool-card").forEach((card) => { card.open = false; });

@@ -1,4 +1,4 @@
-// The tool testing page (seed 002's "Testing Interface"): pick a model, run
+// The tool testing page (docs/web.md, "Tool testing"): pick a model, run
 // a query through POST /api/tools/test, show each tool call with its result
 // and iteration, the final answer and whether the iteration cap was hit.
 
