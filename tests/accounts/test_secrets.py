@@ -36,7 +36,7 @@ from tools.executor import execute_tool
 
 # The routes as chatforge/api/urls.py and chatforge/urls.py mount them.
 urlpatterns = [
-    path("api/", include("chatforge.accounts.urls")),
+    path("api/", include("chatforge.api.urls")),
     path("admin/", admin.site.urls),
 ]
 
