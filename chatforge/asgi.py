@@ -34,7 +34,7 @@ application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocke
 
 from django.urls import get_resolver  # noqa: E402
 
-from chatforge.runtime.gc_freeze import prepare_process  # noqa: E402
+from chatforge.observability.gc_freeze import prepare_process  # noqa: E402
 
 # The URLconf (and so every view's module) imported now rather than on the
 # first request, then what the process holds frozen out of full GC passes.

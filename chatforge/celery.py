@@ -23,8 +23,8 @@ from chatforge.runtime.buffered_task_events import BufferTaskEvents  # noqa: E40
 # The gevent worker sends its task events in batches, after the task starts.
 app.steps["consumer"].add(BufferTaskEvents)
 
-import chatforge.runtime.db_connections  # noqa: E402,F401  (task DB connection lifecycle)
 import chatforge.observability.celery_metrics  # noqa: E402,F401  (queue wait, the worker's metrics port)
+import chatforge.observability.gc_freeze  # noqa: E402,F401  (start-up objects out of full GC passes)
 import chatforge.observability.log_context  # noqa: E402,F401  (task_id, run_id, … on every log line of a task)
+import chatforge.runtime.db_connections  # noqa: E402,F401  (task DB connection lifecycle)
 import orchestration.worker_warmup  # noqa: E402,F401  (an LLM worker imports the provider SDKs at start)
-import chatforge.runtime.gc_freeze  # noqa: E402,F401  (start-up objects out of full GC passes)

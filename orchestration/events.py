@@ -25,7 +25,7 @@ from chatforge.runtime.outages import DependencyUnavailable
 from . import commit_batch
 from .event_log import get_event_log
 from .event_log.base import PendingAppend
-from .services.delta_coalescer import Delta
+from .event_log.delta_coalescer import Delta
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def deltas(batch: Sequence[Delta]) -> None:
     """``content.delta`` / ``reasoning.delta`` events of one or more turns
     (``Delta.target`` is the run's ``RunRef``), in one round trip: a turn's
     merged text, or every due turn's from the process's delta flusher
-    (services/delta_coalescer.py)."""
+    (event_log/delta_coalescer.py)."""
     _append_now(
         [
             PendingAppend(run_id=d.target.run_id, event=_event(d.target, _DELTA_TYPES[d.kind], {"text": d.text}))

@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -27,8 +27,10 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
 from chatforge.errors import ChatForgeError
-from chatforge.openai_api.errors import OpenAIError
 from chatforge.runtime.outages import is_outage
+
+from .nul_guard import NulInURL
+from .openai_errors import OpenAIError
 
 logger = logging.getLogger(__name__)
 
@@ -141,10 +143,6 @@ def bad_request_view(request: HttpRequest, exception: Exception | None = None) -
     """Django's 400: most often a Host header this server does not answer to
     (``DisallowedHost``), a URL holding a NUL character
     (``chatforge.api.nul_guard``) or a malformed request it could not read."""
-    from django.core.exceptions import DisallowedHost
-
-    from chatforge.api.nul_guard import NulInURL
-
     if isinstance(exception, NulInURL):  # says where: the path, or which query parameter
         return _api_error(request, status.HTTP_400_BAD_REQUEST, "invalid_request", str(exception))
     if isinstance(exception, DisallowedHost):

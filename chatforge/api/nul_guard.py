@@ -28,9 +28,10 @@ by this site (ours are plain ASCII), so the request goes on as if it had not
 been sent - a browser handed a forged cookie still opens the pages, signed
 out, instead of failing until the cookie is cleared.
 
-Websockets do not pass through Django's middleware: ``WebsocketNulGuard``
-applies the same rule to a handshake (400 with the JSON error, close code
-4400 where the server cannot answer HTTP).
+The rule is here, for both faces that apply it: HTTP requests
+(``chatforge/web/nul_guard.py``, a middleware) and websocket handshakes,
+which do not pass through Django's middleware (``chatforge/realtime/nul_guard.py``:
+400 with the JSON error, close code 4400 where the server cannot answer HTTP).
 
 Bodies are checked where they are parsed: JSON by ``chatforge.api.json_input``
 (a 400 naming the field), forms by Django's fields (they refuse NUL).
@@ -38,17 +39,9 @@ Bodies are checked where they are parsed: JSON by ``chatforge.api.json_input``
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
 from urllib.parse import parse_qsl
 
-from django.http import HttpRequest, HttpResponseBase
 from django.http.cookie import parse_cookie
-
-from chatforge.realtime import close_codes
-from chatforge.realtime.handshake import deny_handshake
-from chatforge.runtime.hybrid_middleware import HybridMiddleware
-from chatforge.web.errors import bad_request_view
 
 NUL = "\x00"
 _CANNOT_HOLD = "which no ChatForge id, name or text can hold; remove it."
@@ -75,7 +68,7 @@ def url_problem(path: str, query_string: str) -> str | None:
     return None
 
 
-def _holds_nul(cookie_header: str) -> bool:
+def holds_nul(cookie_header: str) -> bool:
     # Only a raw NUL or a backslash escape (``"\000"``) can decode to one.
     return NUL in cookie_header or "\\" in cookie_header
 
@@ -85,54 +78,9 @@ def without_nul_cookies(cookies: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in cookies.items() if NUL not in name and NUL not in value}
 
 
-class RefuseNulInURL(HybridMiddleware):
-    """HTTP: a NUL in the path or the query is a 400; a cookie holding one
-    is dropped. Runs before the session, authentication and every view."""
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
-        problem = url_problem(request.path_info, request.META.get("QUERY_STRING", ""))
-        if problem is None:
-            if _holds_nul(request.META.get("HTTP_COOKIE", "")):
-                request.COOKIES = without_nul_cookies(request.COOKIES)
-            return self.get_response(request)
-
-        response = bad_request_view(request, NulInURL(problem))
-        return _ready(response) if self.is_async else response
-
-
-async def _ready(response: HttpResponseBase) -> HttpResponseBase:
-    return response
-
-
-ASGIApp = Callable[[dict[str, Any], Callable, Callable], Awaitable[None]]
-
-
-def _cookie_header_without_nul(value: bytes) -> bytes:
+def cookie_header_without_nul(value: bytes) -> bytes:
     """A Cookie header less the cookies that would decode to a NUL (split as
     Django's parser splits it, on ``;``)."""
     kept = [chunk for chunk in value.decode("latin-1").split(";")
             if not any(NUL in k or NUL in v for k, v in parse_cookie(chunk).items())]
     return ";".join(kept).encode("latin-1")
-
-
-class WebsocketNulGuard:
-    """ASGI middleware for the websocket routes: the same rule as
-    ``RefuseNulInURL``, before the session and authentication run."""
-
-    def __init__(self, inner: ASGIApp) -> None:
-        self.inner = inner
-
-    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
-        if scope["type"] == "websocket":
-            problem = url_problem(scope.get("path", ""), scope.get("query_string", b"").decode("latin-1"))
-            if problem is not None:
-                await deny_handshake(scope, send, status=400, code="invalid_request", message=problem,
-                                     close_code=close_codes.BAD_REQUEST)
-                return
-            headers = scope.get("headers") or []
-            if any(name == b"cookie" and _holds_nul(value.decode("latin-1")) for name, value in headers):
-                scope = {**scope, "headers": [
-                    (name, _cookie_header_without_nul(value) if name == b"cookie" else value)
-                    for name, value in headers
-                ]}
-        await self.inner(scope, receive, send)

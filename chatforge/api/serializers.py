@@ -6,9 +6,8 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from orchestration.services.approvals import pending_approvals
-
 from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
+from orchestration.services.approvals import pending_approvals
 
 from .lean_serializers import LeanSerializer
 

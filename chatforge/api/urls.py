@@ -1,8 +1,6 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from chatforge.realtime.sse import run_events_sse
-
 from .docs_views import ApiDocsView, ApiSchemaView
 from .model_views import ModelListView, ToolTestView
 from .secret_views import SecretDetailApi, SecretListApi
@@ -28,7 +26,6 @@ urlpatterns = [
     path("docs/", ApiDocsView.as_view(url_name="schema"), name="docs"),
     path("tools/test/", ToolTestView.as_view(), name="tool-test"),
     path("models/", ModelListView.as_view(), name="models"),
-    path("runs/<str:run_id>/events/", run_events_sse, name="run-events"),
     path("", include(router.urls)),
     path("secrets/", SecretListApi.as_view(), name="secret-list"),
     path("secrets/<str:name>/", SecretDetailApi.as_view(), name="secret-detail"),

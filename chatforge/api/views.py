@@ -28,16 +28,16 @@ from orchestration.services.runs import (
 )
 
 from . import schema
-from .throttles import MessagePostThrottle
 from .serializers import (
     ApprovalSerializer,
-    ToolCallDecisionSerializer,
     ConversationSerializer,
     MessageCreateSerializer,
     MessageSerializer,
     RunAcceptedSerializer,
     RunSerializer,
+    ToolCallDecisionSerializer,
 )
+from .throttles import MessagePostThrottle
 
 
 def _event_urls(request: Request, run_id: str) -> dict[str, str]:

@@ -14,6 +14,8 @@ from django.db import models
 
 from chatforge.catalog.models import POOL_HELP, ToolPool
 
+from .validation import check_server
+
 # Letters, digits and '-', in words joined by single '_': never "__", which
 # separates the server's name from the tool's in "<server>__<tool>".
 SERVER_NAME_PATTERN = r"^[a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*$"
@@ -92,6 +94,4 @@ class McpServer(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from .validation import check_server
-
         check_server(self)

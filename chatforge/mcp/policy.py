@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chatforge.catalog.definitions import policy_of_row
 from tools.base import ToolPolicy
 
-from .models import McpServer
+if TYPE_CHECKING:  # the model's clean() checks policies: no import at run time
+    from .models import McpServer
+
 
 # The policy fields an override may set, with the JSON types each accepts.
 OVERRIDE_FIELDS: dict[str, tuple[type, ...]] = {

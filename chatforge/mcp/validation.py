@@ -18,6 +18,7 @@ business, reported on the row after the save.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
 
@@ -25,8 +26,10 @@ from tools.base import ToolPolicy
 from tools.errors import ToolError
 from tools.net.guard import BlockedDestination, InvalidURL, check_url
 
-from .models import McpServer
 from .policy import apply_override, override_problems, server_policy
+
+if TYPE_CHECKING:  # the model calls these checks from its clean(): no import at run time
+    from .models import McpServer
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 

@@ -17,11 +17,11 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
+from chatforge.api.openai_errors import OpenAIError
 from chatforge.conversations.models import LlmTurn, ToolInvocation
 from orchestration.rounds import run_rounds
 from orchestration.tooling import get_registry
 
-from .errors import OpenAIError
 from .translate import MISSING_TOOL_RESULT
 
 

@@ -16,6 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from chatforge.api.openai_errors import OpenAIError
 from chatforge.api.throttles import MessagePostThrottle
 from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
 from chatforge.conversations.selectors import conversations_of, run_of
@@ -29,7 +30,6 @@ from orchestration.services.runs import RunOptions, run_for_idempotency_key, run
 
 from .background_tasks import answering_model, is_background_task, listed_model
 from .client_tools import continued_rounds, split_tools
-from .errors import OpenAIError
 from .resent_history import conversation_for_history
 from .translate import ChatRequest, ToolCallOut
 

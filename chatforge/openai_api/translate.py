@@ -20,7 +20,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from .errors import OpenAIError
+from chatforge.api.openai_errors import OpenAIError
 
 # Parameters ChatForge applies.
 SUPPORTED = frozenset({

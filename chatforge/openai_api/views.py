@@ -34,9 +34,10 @@ from chatforge.accounts.auth_failures import TooManyFailures, client_of_request
 from chatforge.accounts.tokens import authenticate_token
 from chatforge.api.errors import RETRY_AFTER_S, method_not_allowed
 from chatforge.api.json_input import InvalidJSON, parse_json
+from chatforge.api.openai_errors import OpenAIError, from_chatforge
 from chatforge.errors import ChatForgeError
-from chatforge.runtime.outages import is_outage
 from chatforge.runtime.db_connections import db_sync_to_async
+from chatforge.runtime.outages import is_outage
 from orchestration.events import TERMINAL_TYPES
 from orchestration.providers.base import ErrorKind
 from orchestration.services.run_follower import follow_run
@@ -44,7 +45,6 @@ from orchestration.services.runs import check_idempotency_key
 
 from . import services
 from .background_tasks import is_background_task
-from .errors import OpenAIError, from_chatforge
 from .translate import (
     ROUND_SEPARATOR,
     SHOW_TOOL_CALLS_HEADER,

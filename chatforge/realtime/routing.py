@@ -5,11 +5,10 @@ with 503."""
 from channels.routing import URLRouter
 from django.urls import path
 
-from chatforge.api.nul_guard import WebsocketNulGuard
-
 from .auth import auth_stack
 from .consumers import ConversationEventsConsumer, RunEventsConsumer
 from .handshake import HandshakeGuard
+from .nul_guard import WebsocketNulGuard
 
 websocket_urlpatterns = [
     path("ws/runs/<str:run_id>/", RunEventsConsumer.as_asgi()),

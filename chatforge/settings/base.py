@@ -66,7 +66,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # A NUL character in the URL is a 400 and a cookie holding one is dropped,
     # before any session, authentication or view reads the database with it.
-    "chatforge.api.nul_guard.RefuseNulInURL",
+    "chatforge.web.nul_guard.RefuseNulInURL",
     # A view failing because Postgres, Redis or the broker is unreachable
     # answers 503 + Retry-After (JSON) instead of 500.
     "chatforge.api.unavailable.ServiceUnavailableMiddleware",
@@ -146,7 +146,7 @@ if not DEBUG:
 # Each long-lived process (web, worker before its pool forks, prefork child)
 # freezes the objects it holds once started out of the garbage collector's
 # full passes, which otherwise stop it for ~150 ms each under load
-# (chatforge/runtime/gc_freeze.py).
+# (chatforge/observability/gc_freeze.py).
 CHATFORGE_GC_FREEZE: bool = env.bool("CHATFORGE_GC_FREEZE", default=True)
 # Threads a web process runs requests to sync views on (the REST API, the
 # admin, the pages), lent one per request in arrival order: a burst of

@@ -22,7 +22,7 @@ CHATFORGE_LLM_TIMEOUT_S: float = env.float("CHATFORGE_LLM_TIMEOUT_S", default=60
 # A stream that sends nothing for this long is stalled: the turn is retried.
 CHATFORGE_LLM_IDLE_TIMEOUT_S: float = env.float("CHATFORGE_LLM_IDLE_TIMEOUT_S", default=60.0)
 # A streaming turn publishes at most one delta event per window, merging the
-# deltas that arrive meanwhile (orchestration/services/delta_coalescer.py).
+# deltas that arrive meanwhile (orchestration/event_log/delta_coalescer.py).
 # The window is the turns streaming in the process divided by
 # CHATFORGE_DELTA_EVENTS_PER_S, between CHATFORGE_DELTA_COALESCE_MS (a turn
 # alone) and CHATFORGE_DELTA_COALESCE_MAX_MS (the longest any delta waits,

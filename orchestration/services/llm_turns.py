@@ -25,6 +25,7 @@ from chatforge.runtime.db_connections import release_connections
 from chatforge.sql_rows import insert_rows, update_statement, update_where
 
 from .. import dispatch, events
+from ..event_log.delta_coalescer import DeltasNotPublished, WindowPolicy, coalescer_for
 from ..history import TurnInput, input_for_turn
 from ..providers import ProviderError, ResolvedModel, resolve
 from ..providers.base import ChatProvider, ReasoningDelta, TextDelta, ToolCall, TurnRequest, TurnResult
@@ -35,10 +36,9 @@ from ..scheduling.usage import count_tokens, counts_tokens, token_budget
 from ..tooling import get_registry
 from .approval_policy import APPROVAL_MODE, APPROVAL_TOOLS, UNATTENDED_DENY
 from .approvals import announce_requests, approval_deadline
+from .cancel_watch import CHECK_INTERVAL_S, cancel_watch
 from .claims import claim_turn, extras_of, mark_run_running, release_turn
 from .client_tools import client_tool_names
-from .cancel_watch import CHECK_INTERVAL_S, cancel_watch
-from .delta_coalescer import DeltasNotPublished, WindowPolicy, coalescer_for
 from .finalize import Outcome, run_finalize, step_must_stop
 from .heartbeat import step_lease
 from .ledger import ref

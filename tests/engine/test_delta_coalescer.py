@@ -19,7 +19,7 @@ import pytest
 from django.db import transaction
 
 from orchestration import events
-from orchestration.services.delta_coalescer import (
+from orchestration.event_log.delta_coalescer import (
     Delta,
     DeltaCoalescer,
     Flusher,

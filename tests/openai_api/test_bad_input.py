@@ -142,6 +142,6 @@ def test_bad_tokens_are_throttled_with_429_and_retry_after(make_user):
                                                 (429, "rate_limit_exceeded"), (503, "server_error")])
 def test_every_client_error_is_typed_as_the_requests_fault(status, type_):
     """A 403 (failed CSRF check) and a 422 (an Idempotency-Key reused) were typed server_error."""
-    from chatforge.openai_api.errors import OpenAIError
+    from chatforge.api.openai_errors import OpenAIError
 
     assert OpenAIError("x", status=status).body()["error"]["type"] == type_

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from chatforge.openai_api.errors import OpenAIError
+from chatforge.api.openai_errors import OpenAIError
 from chatforge.openai_api.services import chat_start
 from chatforge.openai_api.translate import parse_chat_request
 from orchestration.tooling import get_registry

@@ -10,7 +10,7 @@ import pytest
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
-from chatforge.openai_api.errors import OpenAIError
+from chatforge.api.openai_errors import OpenAIError
 from chatforge.openai_api.translate import (
     MISSING_TOOL_RESULT,
     ChunkRenderer,

@@ -1,5 +1,5 @@
 """A process freezes what it holds when ready for work, so full garbage
-collections walk only what it made since (chatforge/runtime/gc_freeze.py),
+collections walk only what it made since (chatforge/observability/gc_freeze.py),
 and every full pass is timed in ``chatforge_gc_pause_seconds``."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import REGISTRY
 
-from chatforge.observability import metrics
-from chatforge.runtime import gc_freeze
+from chatforge.observability import gc_freeze, metrics
 
 PAUSES = "chatforge_gc_pause_seconds_count"
 
@@ -30,7 +29,7 @@ def unfrozen() -> Iterator[None]:
 
 def test_freezing_takes_what_the_process_holds_out_of_full_passes(unfrozen, settings, caplog):
     settings.CHATFORGE_GC_FREEZE = True
-    caplog.set_level(logging.INFO, logger="chatforge.runtime.gc_freeze")
+    caplog.set_level(logging.INFO, logger="chatforge.observability.gc_freeze")
 
     frozen = gc_freeze.freeze_startup_objects("test")
 
@@ -40,7 +39,7 @@ def test_freezing_takes_what_the_process_holds_out_of_full_passes(unfrozen, sett
     assert 0 < gc.get_freeze_count() <= frozen
     # What a full pass walks now is what was made after the freeze.
     assert len(gc.get_objects(generation=2)) < 1_000
-    [record] = [r for r in caplog.records if r.name == "chatforge.runtime.gc_freeze"]
+    [record] = [r for r in caplog.records if r.name == "chatforge.observability.gc_freeze"]
     assert (record.getMessage(), record.role, record.objects) == (
         "start-up objects frozen out of garbage collection", "test", frozen)
 

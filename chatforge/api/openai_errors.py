@@ -3,7 +3,9 @@
 OpenAI clients read this shape (the SDK raises ``BadRequestError``,
 ``AuthenticationError``… from the status and puts ``error`` in ``body``), so
 the OpenAI-compatible endpoints answer with it instead of ChatForge's own
-``{"error": {"code", "message", "details"}}``.
+``{"error": {"code", "message", "details"}}``. It lives with the REST API's
+errors because every HTTP answer that depends on the path (a 503 during an
+outage, a 404, a 400 for a NUL) is decided in ``errors.py`` for /v1 too.
 """
 
 from __future__ import annotations

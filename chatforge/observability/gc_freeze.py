@@ -43,6 +43,8 @@ from typing import Any
 
 from celery.signals import worker_init, worker_process_init
 
+from . import metrics
+
 logger = logging.getLogger(__name__)
 
 FULL_PASS = 2
@@ -93,8 +95,6 @@ class _FullPassTimer:
 
     def flush(self) -> int:
         """Observe the pauses noted so far; how many there were."""
-        from chatforge.observability import metrics
-
         flushed = 0
         while True:
             try:  # another thread may take the last note between a check and a pop
