@@ -30,6 +30,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 from kombu import Producer
 
+from chatforge.catalog.catalog import get_catalog
 from chatforge.celery import app
 from chatforge.conversations.models import Run
 from chatforge.observability import record
@@ -37,7 +38,6 @@ from chatforge.observability.tracing import in_run_trace, tracing_enabled
 
 from .scheduling.limits import current_limits
 from .scheduling.slots import Admitted, StepSlot, call_slot, scheduler, turn_slot
-from .tooling import get_registry
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def tool_call_task(tool_name: str) -> str:
     date still runs correctly, only on the other pool (decision 0025)."""
     if not settings.CHATFORGE_TOOLS_IO_POOL:
         return TOOL_CALL  # no tools_io worker in this deployment
-    tool = get_registry().get(tool_name)
+    tool = get_catalog().get(tool_name)
     return TOOL_CALL_IO if tool is not None and tool.policy.pool == "io" else TOOL_CALL
 
 

@@ -18,9 +18,9 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 
 from chatforge.api.openai_errors import OpenAIError
+from chatforge.catalog.catalog import get_catalog
 from chatforge.conversations.models import LlmTurn, ToolInvocation
 from orchestration.rounds import run_rounds
-from orchestration.tooling import get_registry
 
 from .translate import MISSING_TOOL_RESULT
 
@@ -47,7 +47,7 @@ def split_tools(names: list[str] | None, specs: Mapping[str, dict[str, Any]]) ->
     tool(s)"."""
     if names is None:
         return None, []
-    registry = get_registry()
+    registry = get_catalog()
     server: list[str] = []
     client: list[dict] = []
     conflicts: list[tuple[str, frozenset[str], frozenset[str]]] = []

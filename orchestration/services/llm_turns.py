@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
+from chatforge.catalog.catalog import get_catalog
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
@@ -33,7 +34,6 @@ from ..providers.retry_policy import policy_for
 from ..providers.sampling import SAMPLING_OPTIONS
 from ..scheduling.slots import turn_step_id
 from ..scheduling.usage import count_tokens, counts_tokens, token_budget
-from ..tooling import get_registry
 from .approval_policy import APPROVAL_MODE, APPROVAL_TOOLS, UNATTENDED_DENY
 from .approvals import announce_requests, approval_deadline
 from .cancel_watch import CHECK_INTERVAL_S, cancel_watch
@@ -226,7 +226,7 @@ def _request(run: Run, turn: LlmTurn, resolved: ResolvedModel, turn_input: TurnI
 def offered_tool_specs(run: Run) -> list[dict]:
     """The server's tools of the run, then the /v1 client's own (stored as
     specs in the run's options; the server never runs them)."""
-    return get_registry().specs(run.options.get("tools", [])) + list(run.options.get("client_tools", []))
+    return get_catalog().specs(run.options.get("tools", [])) + list(run.options.get("client_tools", []))
 
 
 def _unique_calls(iteration: int, calls: list[ToolCall], used_ids: frozenset[str]) -> list[ToolCall]:

@@ -15,13 +15,19 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chatforge.catalog import versioning as catalog_versioning
+from chatforge.catalog.catalog import get_catalog
 from chatforge.catalog.models import Assistant
-from chatforge.llm.routing import missing_key_message
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
 from chatforge.conversations.selectors import ordered_messages
-from chatforge.errors import (IdempotencyKeyReused, InvalidRequest, RunActive, TokenBudgetExhausted,
-                             TooManyActiveRuns, UnknownTool)
-
+from chatforge.errors import (
+    IdempotencyKeyReused,
+    InvalidRequest,
+    RunActive,
+    TokenBudgetExhausted,
+    TooManyActiveRuns,
+    UnknownTool,
+)
+from chatforge.llm.routing import missing_key_message
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
 from chatforge.observability.tracing import current_trace_parent
@@ -32,7 +38,6 @@ from ..providers import DEMO_MODEL
 from ..providers.images import content_parts
 from ..providers.sampling import SAMPLING_OPTIONS
 from ..scheduling.usage import token_budget
-from ..tooling import get_registry
 from .approval_policy import APPROVAL_TOOLS, tools_needing_approval, unattended_tools
 from .finalize import Outcome, run_finalize
 
@@ -87,7 +92,7 @@ def _assistant(name: str) -> Assistant | None:
 def check_run_options(options: RunOptions) -> dict:
     """Validate the request's options (with the assistant's defaults filled
     in); return what the run stores."""
-    registry = get_registry()
+    registry = get_catalog()
     assistant = _assistant(options.assistant)
     requested = options.tools if options.tools is not None else (assistant.tools if assistant else None)
     if requested and not settings.CHATFORGE_TOOLS_ENABLED:

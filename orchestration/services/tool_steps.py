@@ -27,6 +27,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from chatforge.catalog.catalog import get_catalog
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
@@ -36,12 +37,11 @@ from chatforge.sql_rows import insert_all, update_where
 from tools.executor import ToolResult, execute_tool
 
 from .. import dispatch, events
-from ..tool_context import tool_context_for
 from ..scheduling.slots import call_step_id
 from ..scheduling.usage import take_tool_call
-from ..tooling import get_registry
-from .call_record import CountedOff, count_off, record_call_and_count_off
+from ..tool_context import tool_context_for
 from .approval_policy import APPROVAL_MODE, APPROVAL_TOOLS, UNATTENDED_DENY, unattended_output
+from .call_record import CountedOff, count_off, record_call_and_count_off
 from .claims import claim_invocation, extras_of
 from .client_tools import round_awaits_client
 from .finalize import Outcome, run_finalize, step_must_stop
@@ -69,7 +69,7 @@ def _preset_result(inv: ToolInvocation) -> ToolResult | None:
     options = inv.run.options
     if inv.name in options.get(APPROVAL_TOOLS, ()) and options.get(APPROVAL_MODE) == UNATTENDED_DENY:
         return _error_result(inv.name, unattended_output(inv.name), "declined")  # /v1 cannot ask anyone
-    tool = get_registry().get(inv.name)
+    tool = get_catalog().get(inv.name)
     if inv.deliveries > 1 and tool is not None and tool.policy.side_effects == "not_idempotent":
         # An earlier delivery started it: it may already have taken effect.
         return _error_result(
@@ -221,7 +221,7 @@ def _run_claimed_call(inv: ToolInvocation, started: float) -> None:
         with step_lease(run_id, inv), step_span("tool.call", **{"chatforge.run_id": run_id, "chatforge.tool": inv.name,
                                                                  "chatforge.tool_call_id": inv.tool_call_id}):
             result = execute_tool(
-                get_registry(),
+                get_catalog(),
                 inv.name,
                 inv.arguments,
                 context=tool_context_for(user_id=run.user_id, run_id=run_id, tool_call_id=inv.tool_call_id,

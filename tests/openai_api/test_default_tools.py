@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from chatforge.api.openai_errors import OpenAIError
+from chatforge.catalog.catalog import get_catalog
 from chatforge.openai_api.services import chat_start
 from chatforge.openai_api.translate import parse_chat_request
-from orchestration.tooling import get_registry
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +25,7 @@ def start(make_user, **fields):
 @pytest.mark.parametrize("fields", [{}, {"tools": []}])
 def test_without_named_tools_every_enabled_tool_is_offered(make_user, idle_broker, settings, fields):
     settings.CHATFORGE_OPENAI_DEFAULT_TOOLS = None
-    assert start(make_user, **fields).options["tools"] == get_registry().names()
+    assert start(make_user, **fields).options["tools"] == get_catalog().names()
 
 
 @pytest.mark.parametrize("fields", [{}, {"tools": []}])
@@ -61,7 +61,7 @@ FRONTEND_TOOLS = [client_spec(name) for name in (
 def test_client_specs_alone_get_the_servers_default_tools_beside_them(make_user, idle_broker, settings):
     settings.CHATFORGE_OPENAI_DEFAULT_TOOLS = None
     run = start(make_user, tools=FRONTEND_TOOLS)
-    assert run.options["tools"] == get_registry().names()
+    assert run.options["tools"] == get_catalog().names()
     assert [spec["function"]["name"] for spec in run.options["client_tools"]] == \
         [spec["function"]["name"] for spec in FRONTEND_TOOLS]
     settings.CHATFORGE_OPENAI_DEFAULT_TOOLS = ["calculator"]
@@ -94,7 +94,7 @@ def test_a_client_spec_that_is_the_server_tool_names_it(make_user, idle_broker, 
     """A spec with the server tool's name and parameters means the server's
     tool: the request names its server tools, so the defaults do not apply."""
     settings.CHATFORGE_OPENAI_DEFAULT_TOOLS = None
-    calculator = get_registry().get("calculator")
+    calculator = get_catalog().get("calculator")
     same = {"type": "function", "function": {"name": "calculator", "parameters": calculator.parameters}}
     run = start(make_user, tools=[same, *FRONTEND_TOOLS[:2]])
     assert run.options["tools"] == ["calculator"] and len(run.options["client_tools"]) == 2
