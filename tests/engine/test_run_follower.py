@@ -16,15 +16,15 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
-from orchestration import tasks
+from chatforge.conversations.models import Message, Run
 from orchestration.event_log import get_event_log, reset_event_log
 from orchestration.event_log.base import Event
 from orchestration.services import run_follower
 from orchestration.services.run_follower import RunFollower, follow_run, wait_for_run_end
-from orchestration.services.runs import RunOptions, run_start
 from tests.fakes.openai_server import Reply
+from tests.support import stepped_runs
 from tests.support.private_services import PrivateRedis, private_redis
+from tests.support.stepped_runs import finish, first_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,20 +57,8 @@ def redis_server(settings) -> Iterator[PrivateRedis]:
 
 
 def start(user) -> Run:
-    return run_start(user=user, conversation=Conversation.objects.create(user=user), content="6*7?",
-                     options=RunOptions(model="follower-two-rounds"))
+    return stepped_runs.start(user, model="follower-two-rounds")
 
-
-def first_turn(run: Run) -> list[str]:
-    """Deliver turn 0 (it asks for two tools); the tool call ids."""
-    tasks.llm_turn(str(run.id), 0)
-    return list(ToolInvocation.objects.filter(run=run).order_by("position").values_list("tool_call_id", flat=True))
-
-
-def finish(run: Run, calls: list[str]) -> None:
-    for call in calls:
-        tasks.tool_call(str(run.id), call)
-    tasks.llm_turn(str(run.id), 1)
 
 
 def logged(run_id: str) -> list[Event]:

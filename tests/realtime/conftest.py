@@ -10,12 +10,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from chatforge.conversations.models import Conversation, Run, ToolInvocation
-from orchestration import tasks
+from chatforge.conversations.models import Run
 from orchestration.event_log import get_event_log, reset_event_log
 from orchestration.services.run_follower import follow_run
-from orchestration.services.runs import RunOptions, run_start
 from tests.fakes.openai_server import Reply
+from tests.support import stepped_runs
+from tests.support.stepped_runs import finish, first_turn
 
 TWO_ROUNDS = [
     Reply(text="Checking.", tool_calls=[("calculator", {"expression": "6*7"}), ("echo", {"text": "a"})]),
@@ -44,20 +44,8 @@ def engine(settings, fake_llm, idle_broker, make_user, event_log):
 
 
 def start(user) -> Run:
-    return run_start(user=user, conversation=Conversation.objects.create(user=user), content="6*7?",
-                     options=RunOptions(model="rt-two-rounds"))
+    return stepped_runs.start(user, model="rt-two-rounds")
 
-
-def first_turn(run: Run) -> list[str]:
-    """Deliver turn 0 (it asks for two tools); the tool call ids."""
-    tasks.llm_turn(str(run.id), 0)
-    return list(ToolInvocation.objects.filter(run=run).order_by("position").values_list("tool_call_id", flat=True))
-
-
-def finish(run: Run, calls: list[str]) -> None:
-    for call in calls:
-        tasks.tool_call(str(run.id), call)
-    tasks.llm_turn(str(run.id), 1)
 
 
 def collect(run_id: str, *, after: int = 0, block_ms: int = 200, limit: int | None = None) -> list[dict]:

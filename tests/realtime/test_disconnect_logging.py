@@ -16,8 +16,8 @@ from websockets.sync.client import connect
 from chatforge.conversations.models import Run
 from tests.fakes.openai_server import Reply
 from tests.support.client import ApiClient, follow_run
-from tests.support.stack import embedded_server
 from tests.support.logs import assert_no_error_logged
+from tests.support.stack import embedded_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -11,8 +11,9 @@ from django.db import transaction
 from chatforge.conversations.models import LlmTurn
 from orchestration import events
 from orchestration.event_log import get_event_log, reset_event_log
+from tests.support.stepped_runs import first_turn
 
-from .conftest import first_turn, start
+from .conftest import start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,7 +19,8 @@ from chatforge.realtime import close_codes
 from chatforge.realtime.routing import websocket_urlpatterns
 from orchestration.services.runs import RunOptions, run_start
 from tests.realtime.communicator import WebsocketCommunicator
-from tests.realtime.conftest import finish, first_turn, start
+from tests.realtime.conftest import start
+from tests.support.stepped_runs import finish, first_turn
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 

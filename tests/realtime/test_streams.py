@@ -16,8 +16,9 @@ from chatforge.conversations.models import Message, Run
 from orchestration.event_log import get_event_log
 from orchestration.event_log.memory import InMemoryEventLog
 from orchestration.services.run_follower import follow_run
+from tests.support.stepped_runs import finish, first_turn
 
-from .conftest import collect, finish, first_turn, start
+from .conftest import collect, start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
