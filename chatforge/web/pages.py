@@ -18,8 +18,9 @@ from chatforge.api.serializers import ConversationSerializer, MessageSerializer
 from chatforge.catalog.describe import tool_descriptions
 from chatforge.catalog.models import Assistant
 from chatforge.conversations import selectors
-from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
+from chatforge.conversations.models import Conversation, Message, Run
 from chatforge.llm.listing import model_list
+from orchestration.services.approvals import approval_decisions
 
 # The sidebar lists this many recent conversations; the history this many
 # recent messages (older ones stay readable through the API).
@@ -78,19 +79,11 @@ def _with_run_errors(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _with_approvals(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Replies carry the decisions on their tool calls that asked for approval
-    (``{tool_call_id: {decision, reason, by, expired}}``, one query), as the
-    run's ``approval.decided`` events told them live: a stored round holds
-    only the result, and a denied call's result is an error the model reads,
-    which the page shows as *denied*, with who decided, not as a failure."""
+    """Replies carry the decisions on their tool calls that asked for
+    approval (``approval_decisions``): shown as *denied* by whom, not as a
+    failure."""
     runs = [m["run"] for m in messages if m["role"] == "assistant" and m["run"] and m["tool_rounds"]]
-    decided = ToolInvocation.objects.filter(run_id__in=runs).exclude(approval_decision="").values_list(
-        "run_id", "tool_call_id", "approval_decision", "approval_reason", "approval_decided_by__username")
-    by_run: dict[str, dict[str, dict[str, Any]]] = {}
-    for run_id, tool_call_id, decision, reason, by in decided:
-        # The server decides (with no one as ``by``) only when the request lapsed.
-        by_run.setdefault(str(run_id), {})[tool_call_id] = {
-            "decision": decision, "reason": reason, "by": by, "expired": by is None}
+    by_run = approval_decisions(runs)
     for message in messages:
         if message["role"] == "assistant":
             message["approvals"] = by_run.get(str(message["run"]), {})

@@ -57,6 +57,23 @@ def pending_approvals(run: Run) -> list[dict]:
              "expires_at": iso(inv.approval_expires_at)} for inv in waiting]
 
 
+def approval_decisions(run_ids: list) -> dict[str, dict[str, dict]]:
+    """The decisions on the runs' calls that asked for approval, by run id
+    then tool call id: ``{decision, reason, by, expired}`` (one query), as
+    the runs' ``approval.decided`` events told them. A stored round and a
+    snapshot hold only a call's result, and a denied call's result is an
+    error the model reads, which the page shows as *denied*, with who
+    decided, not as a failure (chatforge/web/pages.py, snapshots.py)."""
+    decided = ToolInvocation.objects.filter(run_id__in=run_ids).exclude(approval_decision="").values_list(
+        "run_id", "tool_call_id", "approval_decision", "approval_reason", "approval_decided_by__username")
+    by_run: dict[str, dict[str, dict]] = {}
+    for run_id, tool_call_id, decision, reason, by in decided:
+        # The server decides (with no one as ``by``) only when the request lapsed.
+        by_run.setdefault(str(run_id), {})[tool_call_id] = {
+            "decision": decision, "reason": reason, "by": by, "expired": by is None}
+    return by_run
+
+
 def approval_deadline(now: datetime) -> datetime:
     return now + timedelta(seconds=settings.CHATFORGE_APPROVAL_TIMEOUT_S)
 

@@ -21,7 +21,7 @@ from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
 from orchestration.event_log.base import Event
 from orchestration.events import iso_timestamp
 from orchestration.rounds import run_rounds
-from orchestration.services.approvals import pending_approvals
+from orchestration.services.approvals import approval_decisions, pending_approvals
 
 SnapshotReason = Literal["log_missing", "events_missing"]
 
@@ -58,6 +58,8 @@ def snapshot_event(run: Run, *, seq: int, reason: SnapshotReason) -> Event:
         "partial_text": None,  # the turn being streamed is stored only when it ends
         # Calls waiting for the owner's decision: still decidable after the log is gone.
         "pending_approvals": pending_approvals(run),
+        # Calls decided already: the page shows a denied one as denied, not failed.
+        "approvals": approval_decisions([run.id]).get(str(run.id), {}),
         "reason": reason,
     }
     if message is not None:

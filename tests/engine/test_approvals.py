@@ -184,6 +184,20 @@ def test_a_snapshot_of_a_waiting_run_lists_the_request(engine):
     assert snapshot["data"]["rounds"][0]["results"][0]["status"] == "awaiting_approval"
 
 
+def test_a_snapshot_after_a_denial_says_who_denied_the_call(engine):
+    """A page rebuilt from a snapshot alone shows the call as denied, not
+    failed: the snapshot carries the decision its result does not."""
+    user, _, _ = engine
+    run, inv = waiting_call(engine, "snap-deny", [("echo", {"text": "hi"})])
+    decide(run_id=str(run.id), tool_call_id=inv.tool_call_id, user=user, decision="deny", reason="not now")
+
+    snapshot = snapshot_event(Run.objects.get(pk=run.pk), seq=9, reason="events_missing")
+    assert snapshot["data"]["approvals"] == {inv.tool_call_id: {
+        "decision": "deny", "reason": "not now", "by": user.username, "expired": False}}
+    assert snapshot["data"]["rounds"][0]["results"][0]["status"] == "error"
+    assert snapshot["data"]["pending_approvals"] == []
+
+
 def test_a_data_tools_policy_asks_and_an_assistant_can_waive_it(engine):
     user, broker, fake_llm = engine
     ToolDefinition.objects.create(

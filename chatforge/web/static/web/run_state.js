@@ -242,11 +242,12 @@ function ended(state, event) {
 }
 
 // "Replace what you have for this run", keeping the text the current turn
-// streamed and the decisions the events told (a snapshot holds neither).
+// streamed (a snapshot does not hold it) and the decisions on calls: the
+// snapshot's own (``approvals``), and those the events told.
 function applySnapshot(state, d, ts) {
   const streaming = state.rounds.find((r) => r.iteration === d.iteration);
   const keep = streaming ? { text: streaming.text, reasoning: streaming.reasoning } : null;
-  const decided = decidedApprovals(state);
+  const decided = { ...(d.approvals || {}), ...decidedApprovals(state) };
   state.rounds = [];
   state.status = d.status;
   state.iteration = d.iteration;
