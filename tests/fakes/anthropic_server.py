@@ -567,7 +567,7 @@ class _Handler(ScriptedHandler[FakeAnthropicServer]):
         )
         cut = max(2, len(events) // 2) if broken else len(events)
         try:
-            self._send_events(events[:cut], reply)
+            self._send_events(events[:cut], reply, end_body=not broken)
             if reply.error_event_after_200:
                 error = error_body(529, error_type=reply.error_event_type)
                 error.pop("request_id")
@@ -586,22 +586,22 @@ class _Handler(ScriptedHandler[FakeAnthropicServer]):
                 return  # no terminating chunk: the client sees a broken body
             if reply.stall_s:
                 time.sleep(reply.stall_s)
-                self._send_events(events[cut:], reply)
-            self._write_http_chunk(b"")
+                self._send_events(events[cut:], reply, end_body=True)
         except ClientGone:
             self.fake._note_disconnect()
             self.close_connection = True
 
-    def _send_events(self, events: list[tuple[str, dict[str, Any]]], reply: Reply) -> None:
+    def _send_events(self, events: list[tuple[str, dict[str, Any]]], reply: Reply, *, end_body: bool = False) -> None:
+        """Each event as an HTTP chunk (or byte-split pieces); ``end_body``:
+        the last chunk carries the end of the body, as the real API sends it."""
         for position, (name, data) in enumerate(events):
             if reply.chunk_delay_s and position:
                 time.sleep(reply.chunk_delay_s)
             payload = f"event: {name}\ndata: {json.dumps(data, ensure_ascii=reply.ensure_ascii)}\n\n".encode()
-            if reply.byte_split:
-                for piece in _byte_pieces(payload):
-                    self._write_http_chunk(piece)
-            else:
-                self._write_http_chunk(payload)
+            pieces = list(_byte_pieces(payload)) if reply.byte_split else [payload]
+            last_event = position == len(events) - 1
+            for index, piece in enumerate(pieces):
+                self._write_http_chunk(piece, end_body=end_body and last_event and index == len(pieces) - 1)
 
 
 FakeAnthropicServer.handler = _Handler

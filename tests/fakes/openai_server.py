@@ -875,8 +875,8 @@ class _Handler(ScriptedHandler[FakeOpenAIServer]):
             else:
                 events = [_data_event(c) for c in turn.chunks(include_usage=include_usage)]
                 events.append(b"data: [DONE]\n\n")
-                self._send_with_stall(events, len(events) // 2, reply)
-                time.sleep(reply.linger_s)
+                self._send_to_the_end(events, len(events) // 2, reply)
+                return
             self._write_http_chunk(b"")
         except ClientGone:
             self.fake._note_disconnect()
@@ -904,32 +904,39 @@ class _Handler(ScriptedHandler[FakeOpenAIServer]):
             else:
                 if stored_history is not None:
                     self.fake._store(turn.response_id, stored_history)
-                self._send_with_stall(_named_events(payloads), cut, reply)
-                time.sleep(reply.linger_s)
+                self._send_to_the_end(_named_events(payloads), cut, reply)
+                return
             self._write_http_chunk(b"")
         except ClientGone:
             self.fake._note_disconnect()
             self.close_connection = True
 
-    def _send_with_stall(self, events: list[bytes], cut: int, reply: Reply) -> None:
-        """All ``events``; with ``stall_s``, silence for that long after ``events[:cut]``."""
-        if not reply.stall_s:
-            self._send_events(events, reply)
-            return
-        self._send_events(events[:cut], reply)
-        time.sleep(reply.stall_s)
-        self._send_events(events[cut:], reply)
+    def _send_to_the_end(self, events: list[bytes], cut: int, reply: Reply) -> None:
+        """A finished stream: all ``events`` and the end of the body — with
+        the last event, or ``linger_s`` after it. With ``stall_s``, silence
+        for that long after ``events[:cut]``."""
+        end_body = not reply.linger_s
+        if reply.stall_s:
+            self._send_events(events[:cut], reply)
+            time.sleep(reply.stall_s)
+            self._send_events(events[cut:], reply, end_body=end_body)
+        else:
+            self._send_events(events, reply, end_body=end_body)
+        if not end_body:
+            time.sleep(reply.linger_s)
+            self._write_http_chunk(b"")
 
-    def _send_events(self, events: list[bytes], reply: Reply) -> None:
+    def _send_events(self, events: list[bytes], reply: Reply, *, end_body: bool = False) -> None:
         """Each event as one HTTP chunk, or with ``byte_chunk_size`` the bytes
         cut into pieces of that size wherever they fall (inside a JSON key,
-        an escape, a multi-byte character)."""
+        an escape, a multi-byte character). ``end_body``: the last chunk
+        carries the end of the body."""
         size = reply.byte_chunk_size
         if not size:
             for position, event in enumerate(events):
                 if reply.chunk_delay_s and position:
                     time.sleep(reply.chunk_delay_s)
-                self._write_http_chunk(event)
+                self._write_http_chunk(event, end_body=end_body and position == len(events) - 1)
             return
         data = b"".join(events)
         for position in range(0, len(data), size):
@@ -938,7 +945,7 @@ class _Handler(ScriptedHandler[FakeOpenAIServer]):
             end = position + size
             if end < len(data) and data[end] & 0xC0 == 0x80:  # the next piece starts mid-character
                 self.fake._note_mid_character_split()
-            self._write_http_chunk(data[position:end])
+            self._write_http_chunk(data[position:end], end_body=end_body and end >= len(data))
 
 
 FakeOpenAIServer.handler = _Handler

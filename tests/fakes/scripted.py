@@ -228,10 +228,19 @@ class ScriptedHandler(BaseHTTPRequestHandler, Generic[S]):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         self.fake.logger.debug(f"fake {self.fake.label}: " + format, *args)
 
-    def _write_http_chunk(self, data: bytes) -> None:
-        """One HTTP/1.1 chunk, flushed; an empty ``data`` is the terminating chunk."""
+    def _write_http_chunk(self, data: bytes, *, end_body: bool = False) -> None:
+        """One HTTP/1.1 chunk, flushed; an empty ``data`` is the terminating chunk.
+
+        ``end_body`` sends the terminating chunk in the same write, as a
+        server does that ends the body with its last event: the client then
+        has the end as soon as it has the event, however late this thread is
+        scheduled again on a loaded machine. Connection reuse depends on
+        that (orchestration/providers/connection_reuse.py)."""
+        chunk = b"%X\r\n%s\r\n" % (len(data), data)
+        if end_body and data:
+            chunk += b"0\r\n\r\n"
         try:
-            self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
+            self.wfile.write(chunk)
             self.wfile.flush()
         except _GONE as exc:
             raise ClientGone from exc

@@ -82,7 +82,9 @@ def nothing_in_flight() -> None:
     """No message on any queue, and no worker running or holding a task."""
     broker = redis.Redis.from_url(APPROVAL_REDIS_URL)
     assert {queue: broker.llen(queue) for queue in QUEUES} == dict.fromkeys(QUEUES, 0)
-    inspector = Celery(broker=APPROVAL_REDIS_URL).control.inspect(timeout=3)
+    # Not the current app: the engine reads the broker from the current app
+    # (chatforge/runtime/broker_client.py), and this one lives on in the process.
+    inspector = Celery(broker=APPROVAL_REDIS_URL, set_as_current=False).control.inspect(timeout=3)
     active, reserved = inspector.active(), inspector.reserved()
     assert active and len(active) >= 2, "both workers answer"
     assert all(tasks == [] for tasks in active.values()), active
