@@ -12,7 +12,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from tools.base import Tool
-from tools.builtin import BUILTIN_TOOLS
+
+# Loaded like any extra module (by path), so the framework does not import
+# the tools built on it.
+BUILTIN_MODULE = "tools.builtin"
 
 
 class ToolConfigurationError(Exception):
@@ -97,9 +100,7 @@ def build_registry(extra_modules: Iterable[str] = ()) -> ToolRegistry:
         raise TypeError("extra_modules must be a list of dotted module paths, not a string")
 
     registry = ToolRegistry()
-    for tool in BUILTIN_TOOLS:
-        registry.register(tool)
-    for module_path in extra_modules:
+    for module_path in (BUILTIN_MODULE, *extra_modules):
         for tool in _tools_from_module(module_path):
             registry.register(tool)
     return registry

@@ -29,7 +29,8 @@ from django.utils.html import format_html
 
 from chatforge.api.json_input import InvalidJSON, check_json_value
 from chatforge.catalog import versioning as catalog_versioning
-from chatforge.catalog.catalog import code_tools, get_catalog
+from chatforge.catalog.catalog import get_catalog, unknown_tools_problem
+from chatforge.catalog.code_tools import code_tools
 from chatforge.catalog.models import Assistant, ToolDefinition
 from chatforge.catalog.permissions import can_run_tools_by_hand
 from chatforge.catalog.tool_runs import (
@@ -306,7 +307,11 @@ class AssistantForm(forms.ModelForm):
             raise forms.ValidationError(
                 f"{len(tools)} tools chosen; a run may offer at most {most} (CHATFORGE_MAX_TOOLS_PER_REQUEST)."
             )
+        problem = unknown_tools_problem(tools)  # a stored name the catalog no longer has
+        if problem:
+            raise forms.ValidationError(problem)
         return tools
+
 
 
 @admin.register(Assistant)

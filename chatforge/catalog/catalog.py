@@ -15,51 +15,30 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from functools import lru_cache
 
 from django.conf import settings
 
-from tools.base import Tool
-from tools.registry import DuplicateToolError, ToolRegistry, build_registry
+from tools.registry import DuplicateToolError, ToolRegistry
 
 from . import versioning
+from .code_tools import code_registry
+from .definitions import tool_from_definition
+from .models import ToolDefinition
 from .sources import tool_sources
 
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_cached: tuple[float, int, ToolRegistry] | None = None  # (built at, catalog version seen then, catalog)
-
-
-@lru_cache(maxsize=1)
-def _code_registry() -> ToolRegistry:
-    from .internal_tools import INTERNAL_TOOLS
-
-    registry = build_registry(settings.CHATFORGE_TOOL_MODULES)
-    for tool in INTERNAL_TOOLS:
-        registry.register(tool)
-    return registry
-
-
-def code_tool_names() -> set[str]:
-    return set(_code_registry().names())
-
-
-def code_tools() -> list[Tool]:
-    """Every code tool this process loaded, sorted by name, whether switched off or not
-    (the admin lists them all and says which are off)."""
-    return _code_registry().all()
+# (built at, catalog version seen then, this process's own changes then, catalog)
+_cached: tuple[float, int, int, ToolRegistry] | None = None
 
 
 def _build() -> ToolRegistry:
-    from .definitions import tool_from_definition
-    from .models import ToolDefinition
-
     registry = ToolRegistry()
     if not settings.CHATFORGE_TOOLS_ENABLED:
         return registry
     disabled = set(settings.CHATFORGE_DISABLED_TOOLS)
-    for tool in _code_registry().all():
+    for tool in code_registry().all():
         if tool.name not in disabled:
             registry.register(tool)
     for defn in ToolDefinition.objects.filter(enabled=True):
@@ -80,19 +59,32 @@ def _build() -> ToolRegistry:
 def get_catalog(*, fresh: bool = False) -> ToolRegistry:
     """The current catalog; ``fresh`` skips the cache (admin actions, the API)."""
     global _cached
-    now, version = time.monotonic(), versioning.seen()
+    now, version, own_changes = time.monotonic(), versioning.seen(), versioning.own_changes()
     with _lock:
-        if (not fresh and _cached is not None and _cached[1] == version
+        if (not fresh and _cached is not None and _cached[1:3] == (version, own_changes)
                 and now - _cached[0] < settings.CHATFORGE_TOOL_CATALOG_TTL_S):
-            return _cached[2]
+            return _cached[3]
     registry = _build()
     with _lock:
-        _cached = (now, version, registry)
+        _cached = (now, version, own_changes, registry)
     return registry
 
 
 def forget_cached() -> None:
-    """The next ``get_catalog`` rebuilds (this process changed the catalog)."""
+    """The next ``get_catalog`` rebuilds (tests that change settings)."""
     global _cached
     with _lock:
         _cached = None
+
+
+
+def unknown_tools_problem(names: list[str]) -> str | None:
+    """What is wrong with an assistant's list of tools if the catalog lacks
+    some of them; None when it has them all. The admin's form and
+    ``load_tools`` ask this beside the row's own checks (``Assistant.clean``):
+    the catalog is built from the rows, so the rows cannot ask it themselves."""
+    known = set(get_catalog(fresh=True).names())
+    unknown = [name for name in names if name not in known]
+    if not unknown:
+        return None
+    return f"Unknown tool(s): {', '.join(unknown)}. Available tools: {', '.join(sorted(known))}."

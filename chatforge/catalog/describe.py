@@ -7,7 +7,8 @@ from typing import Any
 
 from tools.base import Tool
 
-from .catalog import code_tool_names, get_catalog
+from .catalog import get_catalog
+from .code_tools import code_tool_names
 from .sources import tool_sources
 
 

@@ -3,13 +3,17 @@
 Code tools live in the ``tools`` package; these rows add ``mock`` tools
 (fixed response) and ``http`` tools (an outside API described as data) and
 named assistants (system prompt, model, allowed tools, iteration cap).
-Validation happens in ``clean()`` so the admin, the file loader and the
-API refuse the same mistakes with the same messages.
+Validation happens in ``clean()`` (``checks.py``) so the admin, the file
+loader and the API refuse the same mistakes with the same messages; whether
+an assistant's tools are in the catalog, which is built from these rows, the
+forms that save assistants ask the catalog (``catalog.check_assistant_tools``).
 """
 
 from __future__ import annotations
 
 from django.db import models
+
+from .checks import check_assistant, check_definition
 
 
 class ToolPool(models.TextChoices):
@@ -77,8 +81,6 @@ class ToolDefinition(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from .definitions import check_definition
-
         check_definition(self)
 
 
@@ -116,9 +118,7 @@ class Assistant(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from .definitions import check_assistant
-
-        check_assistant(self)
+        check_assistant(self)  # and the form that saves it: catalog.check_assistant_tools
 
 
 class CatalogVersion(models.Model):

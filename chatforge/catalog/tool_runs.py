@@ -20,7 +20,7 @@ from django.conf import settings
 
 from tools.base import Tool
 
-from .catalog import code_tools
+from .code_tools import code_tools
 from .definitions import tool_from_definition
 from .models import ToolDefinition
 from .sources import tool_sources

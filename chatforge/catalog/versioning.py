@@ -7,21 +7,26 @@ A process caches the catalog it built (``catalog.get_catalog``) and learns
 the current version (``note_seen``) for free: the claim statement, and the
 statement that locks a POST's conversation, read it beside what they
 already return. A process that changes
-the catalog itself (the admin, the loader, MCP discovery) drops its own
-copy at once (``bump``). ``CHATFORGE_TOOL_CATALOG_TTL_S`` stays as the
+the catalog itself (the admin, the loader, MCP discovery) rebuilds its own
+copy at once: ``bump`` counts the change once it commits (``own_changes``),
+which the catalog compares too. ``CHATFORGE_TOOL_CATALOG_TTL_S`` stays as the
 bound for what bypasses both (rows changed by hand in SQL).
 """
 
 from __future__ import annotations
 
+import itertools
+
 from django.db import connection, transaction
 
+from .models import CatalogVersion
+
 _seen = 0  # the version this process's latest claim read
+_own_changes = 0  # changes this process committed
+_count_own = itertools.count(1)
 
 
 def table() -> str:
-    from .models import CatalogVersion
-
     return CatalogVersion._meta.db_table
 
 
@@ -32,7 +37,7 @@ def bump() -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"""INSERT INTO {table()} ("id", "value") VALUES (1, 1)
                            ON CONFLICT ("id") DO UPDATE SET "value" = {table()}."value" + 1""")
-    transaction.on_commit(_forget_local_copy)
+    transaction.on_commit(_count_own_change)
 
 
 def bump_on_change(sender: type, **kwargs: object) -> None:
@@ -62,7 +67,12 @@ def seen() -> int:
     return _seen
 
 
-def _forget_local_copy() -> None:
-    from .catalog import forget_cached
+def own_changes() -> int:
+    """How many catalog changes this process has committed: one more means
+    its catalog is stale, whatever version the last claim read."""
+    return _own_changes
 
-    forget_cached()
+
+def _count_own_change() -> None:
+    global _own_changes
+    _own_changes = next(_count_own)

@@ -1,6 +1,6 @@
 """Filling ``${NAME}`` placeholders in an MCP server's headers.
 
-This is the HTTP tools' one mechanism (``tools.http_tools``), not a second
+This is the HTTP tools' one mechanism (``tools.net.http_tools``), not a second
 one: ``${NAME}`` becomes the calling user's secret ``name`` (lower case), else
 the environment variable ``NAME`` if it starts with ``TOOL_``
 (``chatforge.catalog.definitions.env_lookup``). Every value filled in is
@@ -23,7 +23,7 @@ from tools.errors import ToolError
 
 # The HTTP tools' substitution, reused as it is: the same placeholder syntax,
 # lookup order, header checks and error texts for both kinds of tool.
-from tools.http_tools import _substitute as substitute  # noqa: PLC2701
+from tools.net.http_tools import _substitute as substitute  # noqa: PLC2701
 
 logger = logging.getLogger(__name__)
 

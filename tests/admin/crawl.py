@@ -9,7 +9,7 @@ from django.test import RequestFactory
 from django.urls import reverse
 
 from chatforge.accounts.models import ApiToken
-from chatforge.catalog.catalog import code_tools
+from chatforge.catalog.code_tools import code_tools
 from chatforge.catalog.models import ToolDefinition
 
 # Objects per model whose change, history and delete pages are loaded.

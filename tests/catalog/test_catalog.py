@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from chatforge.catalog.catalog import get_catalog
+from chatforge.catalog.catalog import get_catalog, unknown_tools_problem
 from chatforge.catalog.models import Assistant, ToolDefinition
 from chatforge.conversations.models import Conversation, Run
 from orchestration.history import conversation_messages
@@ -92,8 +92,10 @@ def test_load_tools_from_yaml_and_json(tmp_path):
 
 
 def test_assistant_defaults_and_checks(make_user, idle_broker):
-    with pytest.raises(ValidationError, match="Unknown tool"):
-        Assistant(name="x", tools=["no_such_tool"]).full_clean()
+    with pytest.raises(ValidationError, match="JSON list of tool names"):
+        Assistant(name="x", tools="calculator").full_clean()
+    assert "Unknown tool(s): no_such_tool." in unknown_tools_problem(["calculator", "no_such_tool"])
+    assert unknown_tools_problem(["calculator"]) is None
     Assistant.objects.create(name="mathbot", system_prompt="You only do maths.", model="demo",
                              tools=["calculator"], max_iterations=2)
     user, _ = make_user()

@@ -14,7 +14,7 @@ from tools import executor
 from tools.backoff import backoff_delay
 from tools.base import ToolContext
 from tools.executor import ToolResult, execute_tool
-from tools.http_tools import HttpToolConfig, make_http_tool
+from tools.net.http_tools import HttpToolConfig, make_http_tool
 from tools.net.client import RetryAfter
 
 

@@ -10,5 +10,6 @@ from tools.builtin.web_fetch import WEB_FETCH
 from tools.builtin.web_search import WEB_SEARCH
 
 BUILTIN_TOOLS: list[Tool] = [CALCULATOR, ECHO, GET_TIME, WEB_FETCH, WEB_SEARCH]
+TOOLS = BUILTIN_TOOLS  # what tools.registry.build_registry reads of a tool module
 
-__all__ = ["BUILTIN_TOOLS", "CALCULATOR", "ECHO", "GET_TIME", "WEB_FETCH", "WEB_SEARCH"]
+__all__ = ["BUILTIN_TOOLS", "TOOLS", "CALCULATOR", "ECHO", "GET_TIME", "WEB_FETCH", "WEB_SEARCH"]

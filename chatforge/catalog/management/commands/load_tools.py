@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from chatforge.catalog.catalog import unknown_tools_problem
 from chatforge.catalog.models import Assistant, ToolDefinition
 
 _TOOL_FIELDS = {f.name for f in ToolDefinition._meta.fields} - {"id", "created_at", "updated_at"}
@@ -48,6 +49,10 @@ def _apply(model, fields: set[str], entry: dict, where: str):
         obj.full_clean()
     except ValidationError as exc:
         raise CommandError(f"{where} ({entry['name']}): {'; '.join(f'{k}: {v}' for k, v in exc.message_dict.items())}")
+    # The tools loaded above are in the catalog already (same transaction).
+    problem = unknown_tools_problem(obj.tools) if isinstance(obj, Assistant) else None
+    if problem:
+        raise CommandError(f"{where} ({entry['name']}): tools: {problem}")
     obj.save()
     return obj
 
