@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import re
-import subprocess
 import sys
 import tempfile
 import time

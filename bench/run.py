@@ -33,7 +33,6 @@ import os
 import platform
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -54,13 +53,12 @@ django.setup()
 
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
-import redis  # noqa: E402
 
 from bench.counting import (  # noqa: E402
     ROLES,
     ClientCounts,
-    ConnectionOwners,
     ConnectionLog,
+    ConnectionOwners,
     Monitor,
     Statements,
     by_kind,
@@ -68,11 +66,11 @@ from bench.counting import (  # noqa: E402
     counting_postgres,
     per_process,
     per_step_counts,
-    summarize_queries,
     prepare_counting,
     redis_reset,
     redis_stats,
     role_url,
+    summarize_queries,
 )
 from bench.load import RUNS_PER_USER, cpu_seconds, jobs_for, machine_busy, make_tokens  # noqa: E402
 from bench.scenarios import (  # noqa: E402
@@ -94,7 +92,7 @@ from bench.services import (  # noqa: E402
     percentile,
 )
 from bench.timed_provider import TimedFakeOpenAIServer  # noqa: E402
-from orchestration.providers.openai_compat import OpenAICompatibleProvider  # noqa: E402
+from chatforge.llm.providers.openai_compat import OpenAICompatibleProvider  # noqa: E402
 from tests.support.client import follow_run  # noqa: E402
 from tests.support.private_services import PrivatePostgres, PrivateRedis, private_redis  # noqa: E402
 from tests.support.stack import (  # noqa: E402

@@ -19,9 +19,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from orchestration.providers.base import ChatMessage, TurnRequest, TurnResult
-from orchestration.providers.openai_compat import OpenAICompatibleProvider
-from orchestration.rounds import expand_rounds
+from chatforge.llm.providers.base import ChatMessage, TurnRequest, TurnResult
+from chatforge.llm.providers.openai_compat import OpenAICompatibleProvider
+from orchestration.transcript.rounds import expand_rounds
 from tests.fakes.openai_server import Reply
 from tools.executor import execute_tool
 from tools.registry import ToolRegistry

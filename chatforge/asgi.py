@@ -16,7 +16,7 @@ from chatforge.observability.tracing import configure_tracing  # noqa: E402
 configure_tracing("chatforge-web", instrument_django=True)
 django.setup(set_prefix=False)  # what get_asgi_application() does before building its handler
 
-from chatforge.runtime.asgi_handler import OneHopASGIHandler  # noqa: E402
+from chatforge.serving.asgi_handler import OneHopASGIHandler  # noqa: E402
 
 django_asgi_app = OneHopASGIHandler()
 

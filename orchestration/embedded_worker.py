@@ -15,6 +15,8 @@ import threading
 
 from django.conf import settings
 
+from chatforge.celery import app
+
 from .services.sweeper import sweep_stalled_runs
 
 logger = logging.getLogger(__name__)
@@ -40,8 +42,6 @@ def start_embedded_worker() -> None:
         if _started:
             return
         _started = True
-    from chatforge.celery import app
-
     worker = app.WorkController(
         pool_cls="threads",
         concurrency=settings.CHATFORGE_EMBEDDED_WORKER_THREADS,

@@ -13,7 +13,8 @@ from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from .events import EventLogUnavailable
+from orchestration.event_log.events import EventLogUnavailable
+
 from .services.finalize import Outcome, run_finalize
 from .services.llm_turns import llm_turn_execute
 from .services.sweeper import sweep_stalled_runs as sweep

@@ -1,6 +1,6 @@
 """An LLM worker imports the provider SDKs when it starts, not on its first turn.
 
-The adapters import their SDK lazily (``providers._adapter``), which keeps
+The adapters import their SDK lazily (``chatforge/llm/resolution.py``), which keeps
 the web process and the tools worker free of them. But importing one takes
 0.5–1.1 s (openai, google-genai, anthropic; measured), and on the LLM worker
 the first turn of each kind paid it — on the gevent pool an import blocks
@@ -12,7 +12,7 @@ threads share the server process, whose start-up would wait.
 
 A gevent worker (whatever its queues) also gets the HTTP pools' direct
 idle-connection check (``providers/idle_connection_probe.py``) and
-psycopg's cooperative wait (``chatforge/runtime/gevent_db_wait.py``).
+psycopg's cooperative wait (``chatforge/workers/gevent_db_wait.py``).
 
 Only ``celery.signals`` is imported at module level: ``chatforge/celery.py``
 imports this before Django is set up.
@@ -31,11 +31,11 @@ logger = logging.getLogger(__name__)
 
 LLM_QUEUE = "llm"
 ADAPTER_MODULES = (
-    "orchestration.providers.openai_compat",
-    "orchestration.providers.openai_responses",
-    "orchestration.providers.anthropic_adapter",
-    "orchestration.providers.gemini_adapter",
-    "orchestration.providers.ollama_adapter",
+    "chatforge.llm.providers.openai_compat",
+    "chatforge.llm.providers.openai_responses",
+    "chatforge.llm.providers.anthropic_adapter",
+    "chatforge.llm.providers.gemini_adapter",
+    "chatforge.llm.providers.ollama_adapter",
 )
 
 
@@ -66,7 +66,7 @@ def _import_provider_sdks(sender: Any = None, **_: Any) -> None:
 
 @worker_init.connect
 def _direct_idle_connection_probe(sender: Any = None, **_: Any) -> None:
-    from orchestration.providers import idle_connection_probe
+    from chatforge.llm.providers import idle_connection_probe
 
     installed = idle_connection_probe.install()
     if installed:
@@ -75,7 +75,7 @@ def _direct_idle_connection_probe(sender: Any = None, **_: Any) -> None:
 
 @worker_init.connect
 def _cooperative_database_waits(sender: Any = None, **_: Any) -> None:
-    from chatforge.runtime import gevent_db_wait
+    from chatforge.workers import gevent_db_wait
 
     if gevent_db_wait.install():
         logger.info("database waits ask the operating system before the hub")

@@ -36,8 +36,8 @@ def idle_broker() -> redis.Redis:
     enqueues stays there to be counted. Only the queue lists are emptied
     (flushing would also drop Kombu's exchange bindings), and the sweeper's
     marker is set: this broker lost nothing, so a sweep sends only what is
-    stalled (orchestration/broker_loss.py)."""
-    from orchestration.broker_loss import MARKER_KEY
+    stalled (orchestration/queueing/broker_loss.py)."""
+    from orchestration.queueing.broker_loss import MARKER_KEY
 
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     client.delete(*QUEUES)

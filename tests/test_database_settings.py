@@ -87,7 +87,7 @@ def test_sessions_of_a_vanished_host_are_ended_by_postgres():
 
 def test_fixed_statements_are_prepared_unless_turned_off():
     # Django turns psycopg's prepared statements off; the threshold turns them
-    # on for what asks (chatforge/sql_rows.py), never reached otherwise.
+    # on for what asks (chatforge/db/sql_rows.py), never reached otherwise.
     assert database_settings(**DISTRIBUTED)["OPTIONS"]["prepare_threshold"] >= 1_000_000
     off = database_settings(**DISTRIBUTED, DATABASE_PREPARED_STATEMENTS="false")
     assert "prepare_threshold" not in off["OPTIONS"]

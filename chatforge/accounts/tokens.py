@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from chatforge.sql_rows import columns, fetch, load
+from chatforge.db.sql_rows import columns, fetch, load
 
 from .auth_failures import record_auth_failure
 from .models import ApiToken
@@ -79,7 +79,7 @@ def api_token_rotate(*, token: ApiToken) -> IssuedToken:
 
 def _live_token(key_hash: str) -> ApiToken | None:
     """The unrevoked token with this hash, with its user: fixed SQL, as every
-    API request asks (``chatforge.sql_rows``)."""
+    API request asks (``chatforge.db.sql_rows``)."""
     user_model = get_user_model()
     sql = (f'SELECT {columns(ApiToken, "t")}, {columns(user_model, "u")} FROM {ApiToken._meta.db_table} t '
            f'JOIN {user_model._meta.db_table} u ON u."{user_model._meta.pk.column}" = t."user_id" '

@@ -1,7 +1,7 @@
 """Admin for fair scheduling: user limits, tool limits, and what was used.
 
 Edits reach every web and worker process within CHATFORGE_LIMITS_TTL_S
-(the limits are cached per process, ``orchestration/scheduling/limits.py``).
+(the limits are cached per process, ``chatforge/scheduling/limits.py``).
 Usage counters are written by the engine only: the admin reads them.
 """
 
@@ -11,6 +11,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from chatforge.catalog.catalog import get_catalog
 from chatforge.scheduling.models import ToolLimit, UsageCounter, UserLimits
 
 
@@ -39,8 +40,6 @@ class ToolLimitForm(forms.ModelForm):
 
     def clean_tool_name(self) -> str:
         """Limits of a tool nobody can call would silently do nothing: name a real one."""
-        from chatforge.catalog.catalog import get_catalog
-
         name = self.cleaned_data["tool_name"].strip()
         known = get_catalog(fresh=True).names()
         if name not in known:

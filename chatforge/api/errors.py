@@ -4,7 +4,7 @@ One handler maps our ``ChatForgeError`` and DRF's exceptions to that shape,
 so clients parse one format and people read one kind of message.
 
 A request that fails because Postgres, Redis or the broker cannot be reached
-(``chatforge.runtime.outages.is_outage``) is answered 503
+(``chatforge.errors.outages.is_outage``) is answered 503
 ``service_unavailable`` with ``Retry-After``, wherever it failed: in a DRF
 view (``exception_handler``), in any other view (the middleware in
 ``chatforge/api/unavailable.py``), or in a middleware (``server_error_view``,
@@ -27,7 +27,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
 from chatforge.errors import ChatForgeError
-from chatforge.runtime.outages import is_outage
+from chatforge.errors.outages import is_outage
 
 from .nul_guard import NulInURL
 from .openai_errors import OpenAIError

@@ -7,7 +7,7 @@ from django.core.cache import caches
 from rest_framework.request import Request
 from rest_framework.throttling import UserRateThrottle
 
-from chatforge.runtime.redis_cache import ReusingRedisCache
+from chatforge.db.redis_cache import ReusingRedisCache
 
 from .rate_window import RateWindow
 

@@ -22,7 +22,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import get_urlconf
 from django.urls.base import is_valid_path
 
-from chatforge.runtime.hybrid_middleware import HybridMiddleware
+from chatforge.serving.hybrid_middleware import HybridMiddleware
 
 API_PREFIX = "/api/"
 OPENAI_PREFIX = "/v1/"

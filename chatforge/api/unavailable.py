@@ -4,7 +4,7 @@ DRF views answer outages through the API's exception handler; this
 middleware does the same for every other view — the OpenAI-compatible
 ``/v1/`` endpoints and the SSE event stream are plain (async) Django views,
 and their first act, authenticating the token, reads the database. A view
-that raises an outage error (``chatforge.runtime.outages``: Postgres,
+that raises an outage error (``chatforge.errors.outages``: Postgres,
 Redis or the broker unreachable, no pooled connection free in time) gets
 HTTP 503 with ``Retry-After`` and the JSON error body of its API; any other
 exception goes on to Django's 500 handler untouched. Failures raised by

@@ -11,7 +11,7 @@ import copy
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from chatforge.env import env
+from chatforge.settings.env import env
 from tools.base import Tool, ToolContext, ToolPolicy
 from tools.net.http_tools import ENV_PREFIX, HttpToolConfig, make_http_tool
 

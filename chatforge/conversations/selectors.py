@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
 
-from chatforge.sql_rows import Read, as_uuid, columns, db_param, fetch_models
+from chatforge.db.sql_rows import Read, as_uuid, columns, db_param, fetch_models
 
 from .models import Conversation, LlmTurn, Message, Run, ToolInvocation
 
@@ -32,7 +32,7 @@ def conversations_of(
 
 def conversation_of(user: AbstractBaseUser, conversation_id) -> Conversation | None:
     """The user's conversation with this id, or None (also for malformed
-    ids). Fixed SQL: every message posted reads it first (``chatforge.sql_rows``)."""
+    ids). Fixed SQL: every message posted reads it first (``chatforge.db.sql_rows``)."""
     return _owned(Conversation, user, conversation_id)
 
 
@@ -92,7 +92,7 @@ def runs_of(user: AbstractBaseUser) -> QuerySet[Run]:
 
 def run_of(user: AbstractBaseUser, run_id: str) -> Run | None:
     """The user's run with this id, or None (also for malformed ids). Fixed
-    SQL: every run socket and SSE stream starts with it (``chatforge.sql_rows``)."""
+    SQL: every run socket and SSE stream starts with it (``chatforge.db.sql_rows``)."""
     return _owned(Run, user, run_id)
 
 
@@ -110,7 +110,7 @@ def _owned(model, user: AbstractBaseUser, pk):
 
 def ledger_turns_read(run_id, *, below_iteration: int | None = None, completed_only: bool = False) -> Read:
     """A run's model turns by iteration (fixed SQL: read on every turn after
-    the first and at finalize; see ``chatforge.sql_rows``)."""
+    the first and at finalize; see ``chatforge.db.sql_rows``)."""
     sql = f'SELECT {columns(LlmTurn, "t")} FROM {LlmTurn._meta.db_table} t WHERE t."run_id" = %s'
     params: list = [db_param(LlmTurn, "run", run_id)]
     if below_iteration is not None:

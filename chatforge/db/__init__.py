@@ -1,1 +1,4 @@
-"""Database backends of our own (selected in chatforge/settings/database.py)."""
+"""The data stores' plumbing (platform layer): our Postgres backend (selected
+in chatforge/settings/database.py), when connections are given back
+(``connections``), plain SQL rows for the hot paths (``sql_rows``), and the
+Redis cache that reuses its connections (``redis_cache``)."""

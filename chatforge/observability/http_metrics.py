@@ -4,9 +4,10 @@ response's headers: a streamed response's body is not waited for)."""
 from __future__ import annotations
 
 import time
+
 from django.http import HttpRequest, HttpResponseBase
 
-from chatforge.runtime.hybrid_middleware import HybridMiddleware
+from chatforge.serving.hybrid_middleware import HybridMiddleware
 
 from . import metrics
 

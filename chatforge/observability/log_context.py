@@ -20,7 +20,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 from structlog.contextvars import bind_contextvars, clear_contextvars
 
-from chatforge.runtime.hybrid_middleware import HybridMiddleware
+from chatforge.serving.hybrid_middleware import HybridMiddleware
 
 REQUEST_ID_HEADER = "X-Request-ID"
 # A client's own request id is kept when it is short and plain (it is logged).

@@ -16,9 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from django.conf import settings
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from redis import RedisError
+
+from chatforge.workers.broker_client import broker_client
 
 # Seconds: a step's overhead is milliseconds, a run can take minutes.
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -133,11 +137,6 @@ class QueueDepthCollector(Collector):
     cannot be reached (the scrape still answers)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        from django.conf import settings
-        from redis import RedisError
-
-        from chatforge.runtime.broker_client import broker_client
-
         family = GaugeMetricFamily(QUEUE_DEPTH_NAME, "Messages waiting in each broker queue.", labels=["queue"])
         client = broker_client()
         queues = settings.CHATFORGE_QUEUES

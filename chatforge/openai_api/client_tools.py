@@ -20,7 +20,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from chatforge.api.openai_errors import OpenAIError
 from chatforge.catalog.catalog import get_catalog
 from chatforge.conversations.models import LlmTurn, ToolInvocation
-from orchestration.rounds import run_rounds
+from orchestration.transcript.rounds import run_rounds
 
 from .translate import MISSING_TOOL_RESULT
 

@@ -21,11 +21,11 @@ from chatforge.api.throttles import MessagePostThrottle
 from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
 from chatforge.conversations.selectors import conversations_of, run_of
 from chatforge.llm.models import LanguageModel, ProviderKind
+from chatforge.llm.resolution import DEMO_MODEL
+from chatforge.llm.providers.images import content_parts, data_url_parts
+from chatforge.llm.providers.sampling import SUPPORTED
 from chatforge.llm.routing import resolve_model, route_rows
 from chatforge.llm.validation import all_validation_statuses
-from orchestration.providers import DEMO_MODEL
-from orchestration.providers.images import content_parts, data_url_parts
-from orchestration.providers.sampling import SUPPORTED
 from orchestration.services.runs import RunOptions, run_for_idempotency_key, run_request_cancel, run_start
 
 from .background_tasks import answering_model, is_background_task, listed_model

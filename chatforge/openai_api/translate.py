@@ -85,7 +85,7 @@ class ChatRequest:
     assistant: str = ""
     # top_p, stop, seed, penalties, response_format, parallel_tool_calls and a
     # forcing tool_choice, checked; each provider applies what it has
-    # (orchestration/providers/sampling.py).
+    # (chatforge/llm/providers/sampling.py).
     sampling: dict[str, Any] = field(default_factory=dict)
     # Stream the server's tool calls as standard ``tool_calls`` deltas (for
     # clients that know ChatForge ran them; docs/openai-api.md, "Server tools

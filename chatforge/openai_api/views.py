@@ -35,11 +35,11 @@ from chatforge.accounts.tokens import authenticate_token
 from chatforge.api.errors import RETRY_AFTER_S, method_not_allowed
 from chatforge.api.json_input import InvalidJSON, parse_json
 from chatforge.api.openai_errors import OpenAIError, from_chatforge
+from chatforge.db.connections import db_sync_to_async
 from chatforge.errors import ChatForgeError
-from chatforge.runtime.db_connections import db_sync_to_async
-from chatforge.runtime.outages import is_outage
-from orchestration.events import TERMINAL_TYPES
-from orchestration.providers.base import ErrorKind
+from chatforge.errors.outages import is_outage
+from chatforge.llm.providers.base import ErrorKind
+from orchestration.event_log.events import TERMINAL_TYPES
 from orchestration.services.run_follower import follow_run
 from orchestration.services.runs import check_idempotency_key
 

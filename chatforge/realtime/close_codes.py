@@ -11,7 +11,7 @@ codes are what other servers' clients see (``handshake.deny_handshake``).
 
 from __future__ import annotations
 
-from chatforge.runtime.outages import is_outage
+from chatforge.errors.outages import is_outage
 
 NORMAL = 1000  # the run ended: its terminal event was the last message
 GOING_AWAY = 1001  # this server process is shutting down; reconnect elsewhere

@@ -27,7 +27,7 @@ from chatforge.conversations.selectors import conversations_of, run_of
 from chatforge.errors import ChatForgeError
 from chatforge.observability import record
 from orchestration.event_log import codec
-from orchestration.events import TERMINAL_TYPES
+from orchestration.event_log.events import TERMINAL_TYPES
 from orchestration.services.approvals import decide
 from orchestration.services.run_follower import follow_run
 from orchestration.services.runs import run_request_cancel

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from chatforge.api.errors import RETRY_AFTER_S, error_body
-from chatforge.runtime.outages import is_outage
+from chatforge.errors.outages import is_outage
 
 from . import close_codes
 

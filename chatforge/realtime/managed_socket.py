@@ -31,8 +31,8 @@ from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from chatforge.errors.outages import is_outage
 from chatforge.observability import record
-from chatforge.runtime.outages import is_outage
 
 from . import close_codes
 

@@ -23,8 +23,8 @@ from chatforge.accounts.auth_failures import TooManyFailures, client_of_request
 from chatforge.accounts.tokens import authenticate_token
 from chatforge.api.errors import error_body
 from chatforge.conversations.selectors import run_of
+from chatforge.db.connections import db_sync_to_async
 from chatforge.observability import record
-from chatforge.runtime.db_connections import db_sync_to_async
 from orchestration.event_log import codec
 from orchestration.event_log.base import Event
 from orchestration.services.run_follower import follow_run

@@ -1,7 +1,7 @@
 """What the fleet allows each user, assistant and tool (docs/scheduling.md).
 
 Caps on concurrently running steps are enforced across hosts in Redis
-(``orchestration/scheduling/slots.py``); quotas and token budgets are counted
+(``chatforge/scheduling/slots.py``); quotas and token budgets are counted
 in Postgres (``UsageCounter``), one atomic statement per count. Every field
 is optional: blank means "no limit" (or the server default, where one is
 configured), so a deployment that sets nothing behaves as before.
@@ -91,7 +91,7 @@ class UsageCounter(models.Model):
     """What one user used of one kind of thing on one day (UTC): model tokens
     (``kind='tokens'``) or calls of a tool (``kind='tool:<name>'``).
 
-    Counted by an atomic upsert (``orchestration/scheduling/usage.py``), so
+    Counted by an atomic upsert (``chatforge/scheduling/usage.py``), so
     concurrent steps on any host never lose a count, and a quota check and
     its count are one statement."""
 

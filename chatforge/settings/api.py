@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chatforge.env import env
+from chatforge.settings.env import env
 
 from .base import DEBUG
 from .mode import EMBEDDED, REDIS_URL
@@ -32,7 +32,7 @@ else:
     # by default, so the 101st concurrent request failed with a 500.
     CACHES = {
         "default": {
-            "BACKEND": "chatforge.runtime.redis_cache.ReusingRedisCache",
+            "BACKEND": "chatforge.db.redis_cache.ReusingRedisCache",
             "LOCATION": REDIS_URL,
             "OPTIONS": {"max_connections": 10_000},
         }

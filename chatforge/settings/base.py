@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from chatforge.env import env
+from chatforge.settings.env import env
 
 from .mode import CHATFORGE_MODE, EMBEDDED  # noqa: F401
 
@@ -50,7 +50,6 @@ INSTALLED_APPS = [
     "chatforge.conversations",
     "chatforge.api",
     "chatforge.realtime",
-    "chatforge.runtime",
     "chatforge.catalog",
     "chatforge.scheduling",
     "chatforge.mcp",
@@ -72,7 +71,7 @@ MIDDLEWARE = [
     "chatforge.api.unavailable.ServiceUnavailableMiddleware",
     # Streaming responses (SSE, /v1 streams) return the view's pooled
     # database connection before the stream starts instead of at its end.
-    "chatforge.runtime.db_connections.ReleaseBeforeStreaming",
+    "chatforge.db.connections.ReleaseBeforeStreaming",
     # Serves the admin's and the web pages' static files from the web process
     # itself, so no separate file server is needed (with far-future caching
     # of hashed names after `collectstatic`).
@@ -151,6 +150,6 @@ CHATFORGE_GC_FREEZE: bool = env.bool("CHATFORGE_GC_FREEZE", default=True)
 # Threads a web process runs requests to sync views on (the REST API, the
 # admin, the pages), lent one per request in arrival order: a burst of
 # POSTs is answered first come, first served instead of all together at
-# the end (chatforge/runtime/request_threads.py). Keep it at or below
+# the end (chatforge/serving/request_threads.py). Keep it at or below
 # DATABASE_POOL_MAX_SIZE, since each such request may hold a connection.
 CHATFORGE_WEB_REQUEST_THREADS: int = env.int("CHATFORGE_WEB_REQUEST_THREADS", default=8)

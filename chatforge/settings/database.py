@@ -9,7 +9,7 @@ CONN_MAX_AGE kept each one open): a hundred concurrent requests held over a
 hundred connections and Postgres refused the next client.
 
 A connection goes back to the pool when Django closes it: at the end of a
-request, at the end of a Celery task (``chatforge/runtime/db_connections.py``),
+request, at the end of a Celery task (``chatforge/db/connections.py``),
 after each lease renewal of the heartbeat thread, and while a model turn
 waits on the network. Sizing against ``max_connections`` is in
 docs/decisions/0010-database-connection-pool.md.
@@ -22,7 +22,7 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from chatforge.env import env
+from chatforge.settings.env import env
 
 from .base import BASE_DIR
 from .mode import DATABASE_URL, EMBEDDED
@@ -108,7 +108,7 @@ else:
         }
 
     # The engine's fixed statements (a step's claim, its record, the POST's
-    # inserts: chatforge/sql_rows.py) are prepared on the server once per
+    # inserts: chatforge/db/sql_rows.py) are prepared on the server once per
     # connection instead of planned on every execution. Turn off behind a
     # pooler that cannot keep prepared statements (PgBouncer in transaction
     # mode before 1.21, or without max_prepared_statements).

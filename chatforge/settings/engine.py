@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
-from chatforge.env import env
+from chatforge.settings.env import env
 
 # The model used when a request names none. "demo" is the built-in scripted
 # model; any other name is sent to the OpenAI-compatible provider below.

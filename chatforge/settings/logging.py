@@ -16,9 +16,9 @@ from __future__ import annotations
 import structlog
 from django.core.exceptions import ImproperlyConfigured
 
-from chatforge.env import env
-from chatforge.runtime.client_error_logs import with_concise_client_errors
-from chatforge.runtime.log_redaction import redact_event, with_redaction
+from chatforge.observability.client_error_logs import with_concise_client_errors
+from chatforge.observability.log_redaction import redact_event, with_redaction
+from chatforge.settings.env import env
 
 from .mode import EMBEDDED
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
-from chatforge.env import env
+from chatforge.settings.env import env
 
 DATABASE_URL: str = env.str("DATABASE_URL", default="")
 REDIS_URL: str = env.str("REDIS_URL", default="")

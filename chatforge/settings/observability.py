@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chatforge.env import env
+from chatforge.settings.env import env
 
 # GET /metrics needs "Authorization: Bearer <this>" (or a signed-in staff
 # user). Empty: only staff can read the metrics.

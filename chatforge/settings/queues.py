@@ -9,7 +9,7 @@ not handed to a second worker while the first still runs it.
 
 from __future__ import annotations
 
-from chatforge.env import env
+from chatforge.settings.env import env
 
 from .mode import EMBEDDED, REDIS_URL
 
@@ -21,10 +21,10 @@ _LONGEST_HARD_LIMIT = max(CHATFORGE_TOOL_HARD_TIME_LIMIT_S, CHATFORGE_LLM_HARD_T
 # hostname was supplied" on every connection to a URL without one.
 CELERY_BROKER_URL: str = "memory://localhost/" if EMBEDDED else REDIS_URL
 # Kombu's Redis transport, reusing one client per channel for sending
-# (chatforge/runtime/broker_transport.py). Plain redis:// only: TLS and
+# (chatforge/workers/broker_transport.py). Plain redis:// only: TLS and
 # Sentinel URLs keep kombu's own transports.
 CELERY_BROKER_TRANSPORT: str | None = (
-    "chatforge.runtime.broker_transport:Transport" if CELERY_BROKER_URL.startswith("redis://") else None
+    "chatforge.workers.broker_transport:Transport" if CELERY_BROKER_URL.startswith("redis://") else None
 )
 CELERY_TASK_IGNORE_RESULT = True  # results live in Postgres, not in a result backend
 CELERY_RESULT_BACKEND = None
@@ -88,10 +88,10 @@ CELERY_TASK_ROUTES = {
 CHATFORGE_QUEUES: list[str] = sorted({route["queue"] for route in CELERY_TASK_ROUTES.values()})
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Keep Celery's Django fixup from closing DB connections around every task;
-# chatforge/runtime/db_connections.py applies Django's CONN_MAX_AGE rules instead.
+# chatforge/db/connections.py applies Django's CONN_MAX_AGE rules instead.
 CELERY_DB_REUSE_MAX = 1_000_000
 # Beat's own producer is made again after a failed send (decision 0011).
-CELERY_BEAT_SCHEDULER = "chatforge.runtime.broker_guard:ReconnectingScheduler"
+CELERY_BEAT_SCHEDULER = "chatforge.workers.broker_guard:ReconnectingScheduler"
 CELERY_BEAT_SCHEDULE = {
     "sweep-stalled-runs": {
         "task": "chatforge.sweep_stalled_runs",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chatforge.env import env
+from chatforge.settings.env import env
 
 from .mode import EMBEDDED, REDIS_URL
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
-from chatforge.env import env
+from chatforge.settings.env import env
 
 from .base import DEBUG
 

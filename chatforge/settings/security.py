@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from csp.constants import NONCE, NONE, SELF
 
-from chatforge.env import env
+from chatforge.settings.env import env
 
 from .base import DEBUG
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chatforge.env import env
+from chatforge.settings.env import env
 
 # One switch turns every tool off (runs then get no tools at all).
 CHATFORGE_TOOLS_ENABLED: bool = env.bool("CHATFORGE_TOOLS_ENABLED", default=True)

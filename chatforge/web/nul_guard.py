@@ -9,7 +9,7 @@ from collections.abc import Awaitable
 from django.http import HttpRequest, HttpResponseBase
 
 from chatforge.api.nul_guard import NulInURL, holds_nul, url_problem, without_nul_cookies
-from chatforge.runtime.hybrid_middleware import HybridMiddleware
+from chatforge.serving.hybrid_middleware import HybridMiddleware
 
 from .errors import bad_request_view
 

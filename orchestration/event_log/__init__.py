@@ -13,7 +13,8 @@ from django.conf import settings
 
 from .base import EventLog, LogInfo
 from .continuity import log_may_start_fresh
-
+from .memory import InMemoryEventLog
+from .redis_stream import RedisStreamEventLog
 
 _lock = threading.Lock()
 _instance: EventLog | None = None
@@ -41,8 +42,6 @@ def reset_event_log() -> None:
 
 def _build_event_log() -> EventLog:
     if settings.CHATFORGE_EVENT_LOG == "redis":
-        from .redis_stream import RedisStreamEventLog
-
         return RedisStreamEventLog(
             url=settings.CHATFORGE_EVENT_LOG_REDIS_URL,
             active_ttl_s=settings.CHATFORGE_EVENTS_ACTIVE_TTL_S,
@@ -51,8 +50,6 @@ def _build_event_log() -> EventLog:
             max_connections=settings.CHATFORGE_EVENT_LOG_MAX_CONNECTIONS,
             may_start_fresh=log_may_start_fresh,
         )
-    from .memory import InMemoryEventLog
-
     return InMemoryEventLog(may_start_fresh=log_may_start_fresh)
 
 

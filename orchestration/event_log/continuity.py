@@ -27,6 +27,10 @@ logger = logging.getLogger(__name__)
 
 
 def log_may_start_fresh(run_id: str, event: Event) -> bool:
+    # Imported when first asked: the event log's package is also used where
+    # Django's app registry is not loaded (bench/relay.py, a bare gevent
+    # process in tests/engine/test_append_group.py), and models cannot be
+    # imported before it is.
     from chatforge.conversations.models import LlmTurn
 
     try:

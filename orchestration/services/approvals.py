@@ -29,9 +29,10 @@ from django.utils import timezone
 from chatforge.conversations.models import Run, ToolInvocation
 from chatforge.errors import DecisionConflict, NotFound
 from chatforge.observability import record
+from orchestration.event_log import events
+from orchestration.queueing import dispatch
 from tools.executor import ToolResult
 
-from .. import dispatch, events
 from .approval_policy import declined_output, expired_output
 from .ledger import ref
 from .tool_steps import record_result

@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
-from chatforge.sql_rows import db_param, fixed_sql_cursor, insert_select_statement, set_clause
+from chatforge.db.sql_rows import db_param, fixed_sql_cursor, insert_select_statement, set_clause
 
 RUN = Run._meta.db_table
 CALL = ToolInvocation._meta.db_table

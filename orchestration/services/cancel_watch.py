@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from django.db import DatabaseError
 
 from chatforge.conversations.models import Run
-from chatforge.runtime.db_connections import release_connections
+from chatforge.db.connections import release_connections
 
 logger = logging.getLogger(__name__)
 

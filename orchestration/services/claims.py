@@ -32,11 +32,10 @@ from django.utils import timezone
 from chatforge.accounts.models import UserSecret
 from chatforge.catalog import versioning as catalog_versioning
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
-from chatforge.sql_rows import columns, fixed_sql_cursor, load_next, load_optional
+from chatforge.db.sql_rows import columns, fixed_sql_cursor, load_next, load_optional
 from chatforge.llm.models import LanguageModel, Provider
 from chatforge.llm.routing import RouteRows
-
-from ..worker_identity import current_worker_name
+from orchestration.queueing.worker_identity import current_worker_name
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,22 @@ from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
 from chatforge.conversations.selectors import ledger_invocations_read, ledger_turns_read
+from chatforge.db.sql_rows import (
+    Read,
+    columns,
+    db_param,
+    fetch_together,
+    insert_statement,
+    instances,
+    mark_saved,
+    update_statement,
+    write_together,
+)
 from chatforge.observability import record
-from chatforge.sql_rows import (Read, columns, db_param, fetch_together, insert_statement, instances, mark_saved,
-                                update_statement, write_together)
+from orchestration.event_log import events
+from orchestration.queueing import dispatch
+from orchestration.transcript.rounds import run_rounds
 
-from .. import dispatch, events
-from ..rounds import run_rounds
 from .ledger import ref
 
 logger = logging.getLogger(__name__)
@@ -81,7 +91,7 @@ def _lock_run_with_its_ledger(run_id: str, recording: tuple[str, list] | None) -
     with the run's completed turns and its tool calls, read after the lock
     is taken, in the same round trip (``fetch_together``; on Postgres the
     transaction's ``BEGIN`` and ``recording``, the answering turn's own
-    ``UPDATE``, go first in it). Fixed SQL (``chatforge.sql_rows``): the
+    ``UPDATE``, go first in it). Fixed SQL (``chatforge.db.sql_rows``): the
     ORM's compiling of these reads cost more than the statements."""
     table = Run._meta.db_table
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""

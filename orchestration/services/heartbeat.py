@@ -28,11 +28,9 @@ from django.db import connection
 from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
-from chatforge.runtime.db_connections import release_connections
-
-from ..scheduling.limits import current_limits
-from ..scheduling.slots import call_step_id, scheduler, turn_step_id
-
+from chatforge.db.connections import release_connections
+from chatforge.scheduling.limits import current_limits
+from chatforge.scheduling.slots import call_step_id, scheduler, turn_step_id
 
 logger = logging.getLogger(__name__)
 

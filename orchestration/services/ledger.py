@@ -11,8 +11,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from chatforge.conversations.models import Run
-
-from ..events import RunRef
+from orchestration.event_log.events import RunRef
 
 
 def lock_run(run_id: str) -> Run | None:

@@ -19,21 +19,30 @@ from django.utils import timezone
 
 from chatforge.catalog.catalog import get_catalog
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
+from chatforge.db.connections import release_connections
+from chatforge.db.sql_rows import insert_rows, update_statement, update_where
+from chatforge.llm.providers.base import ProviderError
+from chatforge.llm.resolution import ResolvedModel, resolve
+from chatforge.llm.providers.base import (
+    ChatProvider,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    TurnRequest,
+    TurnResult,
+)
+from chatforge.llm.providers.retry_policy import policy_for
+from chatforge.llm.providers.sampling import SAMPLING_OPTIONS
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
 from chatforge.observability.tracing import step_span
-from chatforge.runtime.db_connections import release_connections
-from chatforge.sql_rows import insert_rows, update_statement, update_where
+from chatforge.scheduling.slots import turn_step_id
+from chatforge.scheduling.usage import count_tokens, counts_tokens, token_budget
+from orchestration.event_log import events
+from orchestration.queueing import dispatch
+from orchestration.transcript.history import TurnInput, input_for_turn
 
-from .. import dispatch, events
 from ..event_log.delta_coalescer import DeltasNotPublished, WindowPolicy, coalescer_for
-from ..history import TurnInput, input_for_turn
-from ..providers import ProviderError, ResolvedModel, resolve
-from ..providers.base import ChatProvider, ReasoningDelta, TextDelta, ToolCall, TurnRequest, TurnResult
-from ..providers.retry_policy import policy_for
-from ..providers.sampling import SAMPLING_OPTIONS
-from ..scheduling.slots import turn_step_id
-from ..scheduling.usage import count_tokens, counts_tokens, token_budget
 from .approval_policy import APPROVAL_MODE, APPROVAL_TOOLS, UNATTENDED_DENY
 from .approvals import announce_requests, approval_deadline
 from .cancel_watch import CHECK_INTERVAL_S, cancel_watch

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from django.db import DatabaseError
 
-from chatforge.runtime.outages import is_outage
+from chatforge.errors.outages import is_outage
 
 logger = logging.getLogger(__name__)
 

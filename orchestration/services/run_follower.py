@@ -64,11 +64,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from chatforge.conversations.models import LlmTurn, Run
-from chatforge.runtime.db_connections import db_sync_to_async
-from chatforge.sql_rows import columns, db_param, fetch
+from chatforge.db.connections import db_sync_to_async
+from chatforge.db.sql_rows import columns, db_param, fetch
 from orchestration.event_log import get_event_log
 from orchestration.event_log.base import Event, LogInfo
-from orchestration.events import TERMINAL_TYPES
+from orchestration.event_log.events import TERMINAL_TYPES
 
 from .snapshots import SnapshotReason, snapshot_event, terminal_event, vanished_event
 

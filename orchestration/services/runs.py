@@ -19,6 +19,7 @@ from chatforge.catalog.catalog import get_catalog
 from chatforge.catalog.models import Assistant
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
 from chatforge.conversations.selectors import ordered_messages
+from chatforge.db.sql_rows import Read, as_uuid, db_param, fetch_together, insert_all
 from chatforge.errors import (
     IdempotencyKeyReused,
     InvalidRequest,
@@ -27,17 +28,16 @@ from chatforge.errors import (
     TooManyActiveRuns,
     UnknownTool,
 )
+from chatforge.llm.resolution import DEMO_MODEL
+from chatforge.llm.providers.images import content_parts
+from chatforge.llm.providers.sampling import SAMPLING_OPTIONS
 from chatforge.llm.routing import missing_key_message
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
 from chatforge.observability.tracing import current_trace_parent
-from chatforge.sql_rows import Read, as_uuid, db_param, fetch_together, insert_all
+from chatforge.scheduling.usage import token_budget
+from orchestration.queueing import dispatch
 
-from .. import dispatch
-from ..providers import DEMO_MODEL
-from ..providers.images import content_parts
-from ..providers.sampling import SAMPLING_OPTIONS
-from ..scheduling.usage import token_budget
 from .approval_policy import APPROVAL_TOOLS, tools_needing_approval, unattended_tools
 from .finalize import Outcome, run_finalize
 
@@ -65,7 +65,7 @@ class RunOptions:
     max_tokens: int | None = None
     # OpenAI's sampling and tool-choice parameters, already checked (by /v1):
     # top_p, stop, seed, penalties, response_format, parallel_tool_calls,
-    # tool_choice (orchestration/providers/sampling.py).
+    # tool_choice (chatforge/llm/providers/sampling.py).
     sampling: dict | None = None
     # Function specs of tools the /v1 client runs itself (never the server):
     # offered to the model beside the server's tools; a call of one ends the
@@ -191,7 +191,7 @@ def _lock_conversation_listing_active_runs(
     after it, by a statement of its own, and so sees the runs of a post that
     held the lock before. The ``UPDATE`` returns the catalog's version
     (a sub-select, no statement of its own). Fixed SQL: every POST makes
-    these (``chatforge.sql_rows``)."""
+    these (``chatforge.db.sql_rows``)."""
     touch = Read(None, f'UPDATE {Conversation._meta.db_table} SET "updated_at" = %s, '
                        '"title" = CASE WHEN "title" = \'\' THEN %s ELSE "title" END WHERE "id" = %s '
                        f'RETURNING COALESCE((SELECT "value" FROM {catalog_versioning.table()} WHERE "id" = 1), 0)',

@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
 from orchestration.event_log.base import Event
-from orchestration.events import iso_timestamp
-from orchestration.rounds import run_rounds
+from orchestration.event_log.events import iso_timestamp
 from orchestration.services.approvals import approval_decisions, pending_approvals
+from orchestration.transcript.rounds import run_rounds
 
 SnapshotReason = Literal["log_missing", "events_missing"]
 

@@ -22,12 +22,11 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
-
 from chatforge.observability import record
+from chatforge.scheduling.limits import current_limits
+from chatforge.scheduling.slots import call_step_id, scheduler, turn_step_id
+from orchestration.queueing import broker_loss, dispatch
 
-from .. import broker_loss, dispatch
-from ..scheduling.limits import current_limits
-from ..scheduling.slots import call_step_id, scheduler, turn_step_id
 from .approvals import expire_overdue
 from .finalize import Outcome, run_finalize
 from .ledger import lock_run, touch

@@ -29,17 +29,18 @@ from django.utils import timezone
 
 from chatforge.catalog.catalog import get_catalog
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
+from chatforge.db.connections import release_connections
+from chatforge.db.sql_rows import insert_all, update_where
 from chatforge.observability import record
 from chatforge.observability.log_context import bind_run
 from chatforge.observability.tracing import step_span
-from chatforge.runtime.db_connections import release_connections
-from chatforge.sql_rows import insert_all, update_where
+from chatforge.scheduling.slots import call_step_id
+from chatforge.scheduling.usage import take_tool_call
+from orchestration.event_log import events
+from orchestration.queueing import dispatch
+from orchestration.services.tool_context import tool_context_for
 from tools.executor import ToolResult, execute_tool
 
-from .. import dispatch, events
-from ..scheduling.slots import call_step_id
-from ..scheduling.usage import take_tool_call
-from ..tool_context import tool_context_for
 from .approval_policy import APPROVAL_MODE, APPROVAL_TOOLS, UNATTENDED_DENY, unattended_output
 from .call_record import CountedOff, count_off, record_call_and_count_off
 from .claims import claim_invocation, extras_of

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestration.services.tool_context import tool_context_for
 from tools.base import Tool
 from tools.executor import ToolResult, execute_tool
 from tools.registry import ToolRegistry
-
-from ..tool_context import tool_context_for
 
 
 def run_tool_by_hand(tool: Tool, arguments: dict[str, Any], *, user_id: int) -> ToolResult:

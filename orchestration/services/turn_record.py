@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
-from chatforge.sql_rows import db_param, fixed_sql_cursor, insert_select_statement, mark_saved, set_clause
+from chatforge.db.sql_rows import db_param, fixed_sql_cursor, insert_select_statement, mark_saved, set_clause
 
 
 def record_turn_with_calls(turn: LlmTurn, values: dict[str, Any], calls: list[ToolInvocation], *,

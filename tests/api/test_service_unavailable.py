@@ -30,7 +30,7 @@ def user_and_token(make_user, idle_broker):
 @pytest.fixture
 def rate_cache_down(settings):
     settings.CHATFORGE_MESSAGE_RATE = "30/min"
-    settings.CACHES = {"default": {"BACKEND": "chatforge.runtime.redis_cache.ReusingRedisCache",
+    settings.CACHES = {"default": {"BACKEND": "chatforge.db.redis_cache.ReusingRedisCache",
                                    "LOCATION": f"redis://127.0.0.1:{free_port()}/0"}}
 
 
@@ -48,7 +48,7 @@ def test_a_drf_view_answers_503_and_stores_nothing(user_and_token, settings):
     conversation_id = api.post("/api/conversations/", {}, format="json").json()["id"]
 
     settings.CHATFORGE_MESSAGE_RATE = "30/min"
-    settings.CACHES = {"default": {"BACKEND": "chatforge.runtime.redis_cache.ReusingRedisCache",
+    settings.CACHES = {"default": {"BACKEND": "chatforge.db.redis_cache.ReusingRedisCache",
                                    "LOCATION": f"redis://127.0.0.1:{free_port()}/0"}}
     response = api.post(f"/api/conversations/{conversation_id}/messages/", {"content": "hi"}, format="json")
 

@@ -13,8 +13,8 @@ from rest_framework.test import APIClient
 from chatforge.catalog.catalog import get_catalog, unknown_tools_problem
 from chatforge.catalog.models import Assistant, ToolDefinition
 from chatforge.conversations.models import Conversation, Run
-from orchestration.history import conversation_messages
 from orchestration.services.runs import RunOptions, run_start
+from orchestration.transcript.history import conversation_messages
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ import pytest
 
 from chatforge.catalog.catalog import get_catalog
 from chatforge.conversations.models import Conversation, Message
-from orchestration.tool_context import tool_context_for
+from orchestration.services.tool_context import tool_context_for
 from tools.executor import execute_tool
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from chatforge.celery import app
 from chatforge.conversations.models import Conversation, LlmTurn, Run
-from orchestration.broker_loss import MARKER_KEY
+from orchestration.queueing.broker_loss import MARKER_KEY
 from orchestration.services.runs import RunOptions, run_start
 from orchestration.services.sweeper import sweep_stalled_runs
 from tests.conftest import QUEUES

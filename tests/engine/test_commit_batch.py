@@ -8,8 +8,7 @@ import uuid
 import pytest
 from django.db import transaction
 
-from orchestration import events
-from orchestration.event_log import get_event_log, reset_event_log
+from orchestration.event_log import events, get_event_log, reset_event_log
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

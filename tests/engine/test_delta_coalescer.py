@@ -18,7 +18,7 @@ import uuid
 import pytest
 from django.db import transaction
 
-from orchestration import events
+from orchestration.event_log import events
 from orchestration.event_log.delta_coalescer import (
     Delta,
     DeltaCoalescer,

@@ -1,4 +1,4 @@
-"""Sending a round's tool calls (orchestration/dispatch.py): every call's
+"""Sending a round's tool calls (orchestration/queueing/dispatch.py): every call's
 message reaches the broker, in one round trip, once the round's transaction
 commits; a round that cannot be sent is left to the sweeper as a single
 step is. Against real Redis servers: a private one where only this test
@@ -14,7 +14,7 @@ import pytest
 from django.db import transaction
 
 from chatforge.conversations.models import Conversation, Run
-from orchestration import dispatch
+from orchestration.queueing import dispatch
 from orchestration.services.runs import RunOptions, run_start
 from tests.engine.test_infrastructure_failures import broker_at
 from tests.engine.test_redelivery import enqueued

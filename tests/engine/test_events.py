@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.db import transaction
 
-from orchestration import events
+from orchestration.event_log import events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -94,7 +94,6 @@ def test_every_call_delivered_twice_at_once_is_counted_once(wide_round):
 
 def test_a_round_ending_after_stop_was_asked_cancels_the_run_without_a_next_turn(wide_round):
     run, broker = wide_round
-    run_id = str(run.id)
     call_ids = list(ToolInvocation.objects.filter(run=run).values_list("tool_call_id", flat=True))
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)
 

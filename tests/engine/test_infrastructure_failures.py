@@ -18,7 +18,7 @@ from chatforge.celery import app
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
 from orchestration import tasks
 from orchestration.event_log import get_event_log, reset_event_log
-from orchestration.events import EventLogUnavailable
+from orchestration.event_log.events import EventLogUnavailable
 from orchestration.services.runs import RunOptions, run_start
 from orchestration.services.sweeper import sweep_stalled_runs
 from tests.engine.test_redelivery import enqueued

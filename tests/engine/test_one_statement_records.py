@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run, ToolInvocation
-from chatforge.sql_rows import update_statement
+from chatforge.db.sql_rows import update_statement
 from orchestration.services.call_record import record_call_and_count_off
 from orchestration.services.claims import claim_turn
 from orchestration.services.finalize import Outcome, run_finalize

@@ -15,8 +15,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from chatforge.conversations.models import Conversation, ToolInvocation
+from chatforge.scheduling.limits import forget_cached_limits
 from orchestration import tasks
-from orchestration.scheduling.limits import forget_cached_limits
 from orchestration.services.runs import RunOptions, run_start
 from tests.fakes.openai_server import Reply
 

@@ -9,7 +9,7 @@ import pytest
 from chatforge.catalog.models import ToolDefinition, ToolPool
 from chatforge.conversations.models import Conversation, ToolInvocation
 from orchestration import tasks
-from orchestration.dispatch import TOOL_CALL, TOOL_CALL_IO, tool_call_task
+from orchestration.queueing.dispatch import TOOL_CALL, TOOL_CALL_IO, tool_call_task
 from orchestration.services.runs import RunOptions, run_start
 from tests.engine.test_redelivery import enqueued
 from tests.fakes.openai_server import Reply

@@ -235,7 +235,7 @@ class ScriptedHandler(BaseHTTPRequestHandler, Generic[S]):
         server does that ends the body with its last event: the client then
         has the end as soon as it has the event, however late this thread is
         scheduled again on a loaded machine. Connection reuse depends on
-        that (orchestration/providers/connection_reuse.py)."""
+        that (chatforge/llm/providers/connection_reuse.py)."""
         chunk = b"%X\r\n%s\r\n" % (len(data), data)
         if end_body and data:
             chunk += b"0\r\n\r\n"

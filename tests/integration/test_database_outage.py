@@ -26,7 +26,7 @@ import redis
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from orchestration.events import TERMINAL_TYPES
+from orchestration.event_log.events import TERMINAL_TYPES
 from tests.fakes.openai_server import Reply
 from tests.support.client import ApiClient, follow_run, run_socket_url
 from tests.support.db_observer import stack_database

@@ -10,7 +10,7 @@ import redis
 from django.conf import settings
 
 from chatforge.conversations.models import LlmTurn, Run
-from orchestration.scheduling.slots import PREFIX
+from chatforge.scheduling.slots import PREFIX
 from tests.fakes.openai_server import Reply
 from tests.support.client import ApiClient
 from tests.support.stack import private_stack, start_worker, wait_for

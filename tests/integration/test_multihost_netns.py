@@ -52,7 +52,7 @@ import psycopg
 import pytest
 import redis
 
-from orchestration.events import TERMINAL_TYPES
+from orchestration.event_log.events import TERMINAL_TYPES
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.support.client import ApiClient
 from tests.support.db_observer import stack_database

@@ -40,7 +40,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from chatforge.conversations.models import Message, Run, ToolInvocation
-from orchestration.events import TERMINAL_TYPES
+from orchestration.event_log.events import TERMINAL_TYPES
 from tests.fakes.openai_server import Reply
 from tests.support.client import ApiClient, follow_run, run_socket_url
 from tests.support.private_services import PrivateRedis, private_redis
@@ -136,7 +136,7 @@ def _outage_stack(redis_server: PrivateRedis, effects: PrivateRedis, fake_llm, d
         "CHATFORGE_MESSAGE_RATE": "", "CHATFORGE_MAX_ACTIVE_RUNS_PER_USER": "20",
         # Leases far longer than the test: no step is taken over because its
         # lease expired, so what was lost can only come back through the
-        # sweeper noticing the emptied broker (orchestration/broker_loss.py).
+        # sweeper noticing the emptied broker (orchestration/queueing/broker_loss.py).
         "CHATFORGE_RUN_STALL_S": "600", "CHATFORGE_SWEEP_INTERVAL_S": "1",
     }
     with distributed_stack(database_url=database_url, redis_url=redis_server.url(0), extra_env=extra_env,

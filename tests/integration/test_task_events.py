@@ -1,7 +1,7 @@
 """Task events (``-E``) as Flower and ``celery events`` receive them: every
 step's task is received, started and succeeded, and the gevent LLM
 worker, the prefork tools worker and the threads tools_io worker send them
-in batches after the task starts (chatforge/runtime/buffered_task_events.py), not one message each in
+in batches after the task starts (chatforge/workers/buffered_task_events.py), not one message each in
 the task's path."""
 
 from __future__ import annotations

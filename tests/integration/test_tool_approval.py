@@ -83,7 +83,7 @@ def nothing_in_flight() -> None:
     broker = redis.Redis.from_url(APPROVAL_REDIS_URL)
     assert {queue: broker.llen(queue) for queue in QUEUES} == dict.fromkeys(QUEUES, 0)
     # Not the current app: the engine reads the broker from the current app
-    # (chatforge/runtime/broker_client.py), and this one lives on in the process.
+    # (chatforge/workers/broker_client.py), and this one lives on in the process.
     inspector = Celery(broker=APPROVAL_REDIS_URL, set_as_current=False).control.inspect(timeout=3)
     active, reserved = inspector.active(), inspector.reserved()
     assert active and len(active) >= 2, "both workers answer"

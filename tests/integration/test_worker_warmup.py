@@ -25,7 +25,7 @@ def test_the_llm_worker_imports_the_sdks_at_start_and_the_tools_worker_does_not(
 
 
 def test_the_gevent_worker_waits_on_the_database_without_the_hub_first(stack):
-    """psycopg's cooperative wait (chatforge/runtime/gevent_db_wait.py): in the
+    """psycopg's cooperative wait (chatforge/workers/gevent_db_wait.py): in the
     gevent LLM worker only; a prefork or threads worker keeps psycopg's C wait."""
     line = "database waits ask the operating system before the hub"
     assert [r for r in _records(stack.process("llm").log()) if r.get("event") == line]

@@ -10,13 +10,13 @@ import json
 import pytest
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
-from orchestration.providers._anthropic_messages import to_anthropic
-from orchestration.providers._gemini_messages import to_gemini_prompt
-from orchestration.providers.base import ChatMessage
-from orchestration.providers.ollama_adapter import messages_to_ollama
-from orchestration.providers.openai_compat import message_to_openai
-from orchestration.providers.openai_responses import input_for
-from orchestration.rounds import INTERRUPTED_OUTPUT, expand_rounds, tool_rounds_from_ledger
+from chatforge.llm.providers._anthropic_messages import to_anthropic
+from chatforge.llm.providers._gemini_messages import to_gemini_prompt
+from chatforge.llm.providers.base import ChatMessage
+from chatforge.llm.providers.ollama_adapter import messages_to_ollama
+from chatforge.llm.providers.openai_compat import message_to_openai
+from chatforge.llm.providers.openai_responses import input_for
+from orchestration.transcript.rounds import INTERRUPTED_OUTPUT, expand_rounds, tool_rounds_from_ledger
 
 CALLS = [
     {"id": "call_a", "name": "calculator", "arguments": '{"expression": "6*7"}'},

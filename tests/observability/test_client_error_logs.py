@@ -20,7 +20,7 @@ import httpx
 import pytest
 from django.test import Client
 
-from chatforge.runtime.client_error_logs import ClientErrorsWithoutTraceback
+from chatforge.observability.client_error_logs import ClientErrorsWithoutTraceback
 
 from .conftest import FORMATS, unique
 

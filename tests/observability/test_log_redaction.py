@@ -25,7 +25,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from chatforge.runtime.log_redaction import RedactCredentialsFilter, redact_event
+from chatforge.observability.log_redaction import RedactCredentialsFilter, redact_event
 from tests.support.stack import ROOT, base_env
 
 from .conftest import FORMATS, unique

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from orchestration.providers.base import StreamItem, TextDelta, TurnResult
+from chatforge.llm.providers.base import StreamItem, TextDelta, TurnResult
 
 
 def collect(items: Iterator[StreamItem]) -> tuple[list[StreamItem], TurnResult]:

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestration.providers._anthropic_messages import MISSING_RESULT, to_anthropic, tool_input
-from orchestration.providers.anthropic_adapter import AnthropicProvider
-from orchestration.providers.base import (
+from chatforge.llm.providers._anthropic_messages import MISSING_RESULT, to_anthropic, tool_input
+from chatforge.llm.providers.anthropic_adapter import AnthropicProvider
+from chatforge.llm.providers.base import (
     ChatMessage,
     ErrorKind,
     ProviderError,
@@ -38,7 +38,7 @@ TOOLS = [
     }
     for name in ("get_weather", "get_time")
 ]
-# What orchestration.rounds gives a call that never finished (importing it needs Django).
+# What orchestration.transcript.rounds gives a call that never finished (importing it needs Django).
 INTERRUPTED_OUTPUT = "Error: this tool call did not finish because the run ended first."
 CACHE = {"type": "ephemeral"}
 

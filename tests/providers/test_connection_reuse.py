@@ -1,5 +1,5 @@
 """Streamed turns keep their connection to the model
-(orchestration/providers/connection_reuse.py).
+(chatforge/llm/providers/connection_reuse.py).
 
 The SDKs stop reading at a stream's terminal event and close the response
 with the end of the body unread, which makes the HTTP client drop the
@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from orchestration.providers.anthropic_adapter import AnthropicProvider
-from orchestration.providers.base import ChatMessage, TextDelta, TurnRequest, TurnResult
-from orchestration.providers.gemini_adapter import GeminiProvider
-from orchestration.providers.ollama_adapter import OllamaProvider
-from orchestration.providers.openai_compat import OpenAICompatibleProvider
-from orchestration.providers.openai_responses import OpenAIResponsesProvider
+from chatforge.llm.providers.anthropic_adapter import AnthropicProvider
+from chatforge.llm.providers.base import ChatMessage, TextDelta, TurnRequest, TurnResult
+from chatforge.llm.providers.gemini_adapter import GeminiProvider
+from chatforge.llm.providers.ollama_adapter import OllamaProvider
+from chatforge.llm.providers.openai_compat import OpenAICompatibleProvider
+from chatforge.llm.providers.openai_responses import OpenAIResponsesProvider
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.anthropic_server import Reply as AnthropicReply
 from tests.fakes.gemini_server import FakeGeminiServer

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from orchestration.providers.base import ChatMessage, TextDelta, ToolCall, TurnRequest, TurnResult
-from orchestration.providers.demo import CANNED_REPLY, PREAMBLE, DemoProvider
+from chatforge.llm.providers.base import ChatMessage, TextDelta, ToolCall, TurnRequest, TurnResult
+from chatforge.llm.providers.demo import CANNED_REPLY, PREAMBLE, DemoProvider
 
 TOOLS = [
     {"type": "function", "function": {"name": name, "description": name, "parameters": {"type": "object"}}}

@@ -9,13 +9,13 @@ import re
 
 import pytest
 
-from orchestration.providers.anthropic_adapter import AnthropicProvider
-from orchestration.providers.base import ChatMessage, ErrorKind, ProviderError, TurnRequest
-from orchestration.providers.error_text import with_hint
-from orchestration.providers.gemini_adapter import GeminiProvider
-from orchestration.providers.ollama_adapter import status_error
-from orchestration.providers.openai_compat import OpenAICompatibleProvider
-from orchestration.providers.openai_responses import OpenAIResponsesProvider
+from chatforge.llm.providers.anthropic_adapter import AnthropicProvider
+from chatforge.llm.providers.base import ChatMessage, ErrorKind, ProviderError, TurnRequest
+from chatforge.llm.providers.error_text import with_hint
+from chatforge.llm.providers.gemini_adapter import GeminiProvider
+from chatforge.llm.providers.ollama_adapter import status_error
+from chatforge.llm.providers.openai_compat import OpenAICompatibleProvider
+from chatforge.llm.providers.openai_responses import OpenAIResponsesProvider
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.anthropic_server import Reply as AnthropicReply
 from tests.fakes.gemini_server import FakeGeminiServer

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from google.genai import types
 
-from orchestration.providers._gemini_messages import (
+from chatforge.llm.providers._gemini_messages import (
     GEMINI_ID_KEY,
     SKIP_SIGNATURE_SENTINEL,
     THOUGHT_SIGNATURE_KEY,
     to_gemini_prompt,
 )
-from orchestration.providers.base import (
+from chatforge.llm.providers.base import (
     ChatMessage,
     ErrorKind,
     ProviderError,
@@ -28,7 +28,7 @@ from orchestration.providers.base import (
     TurnRequest,
     TurnResult,
 )
-from orchestration.providers.gemini_adapter import GeminiProvider, _TurnState
+from chatforge.llm.providers.gemini_adapter import GeminiProvider, _TurnState
 from tests.fakes.gemini_server import (
     SAMPLE_THOUGHT_SIGNATURE,
     FakeGeminiServer,
@@ -63,7 +63,7 @@ TOOLS = [
         },
     },
 ]
-# Mirror orchestration.rounds.INTERRUPTED_OUTPUT and tools.messages (rounds.py needs Django).
+# Mirror orchestration.transcript.rounds.INTERRUPTED_OUTPUT and tools.messages (rounds.py needs Django).
 INTERRUPTED_OUTPUT = "Error: this tool call did not finish because the run ended first."
 INVALID_JSON_OUTPUT = "Error: Invalid JSON in tool arguments. Please check the JSON syntax and try again."
 
@@ -634,7 +634,7 @@ def test_a_versioned_base_url_is_accepted(server: FakeGeminiServer) -> None:
 
 
 # --------------------------------------------------------------------------
-# Message conversion (stored rounds expanded by orchestration.rounds.expand_rounds)
+# Message conversion (stored rounds expanded by orchestration.transcript.rounds.expand_rounds)
 # --------------------------------------------------------------------------
 
 

@@ -1,5 +1,5 @@
 """The HTTP pools' check of idle connections in a gevent worker
-(orchestration/providers/idle_connection_probe.py).
+(chatforge/llm/providers/idle_connection_probe.py).
 
 The check must answer as httpcore's own does (a kept connection the server
 closed is not lent again; one still open is), only without gevent's hub.
@@ -23,7 +23,7 @@ from pathlib import Path
 import httpcore2._backends.sync
 import pytest
 
-from orchestration.providers import idle_connection_probe
+from chatforge.llm.providers import idle_connection_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +33,7 @@ monkey.patch_all()
 
 import json, sys, time
 import httpcore._backends.sync, httpcore2._backends.sync, httpx, httpx2
-from orchestration.providers import idle_connection_probe
+from chatforge.llm.providers import idle_connection_probe
 
 installed = idle_connection_probe.install()
 url = sys.argv[1]

@@ -5,13 +5,13 @@ are stored (OpenAI content parts on ``Message.content_json``)."""
 
 from __future__ import annotations
 
-from orchestration.providers._anthropic_messages import to_anthropic
-from orchestration.providers._gemini_messages import to_gemini_prompt
-from orchestration.providers.base import ChatMessage
-from orchestration.providers.images import content_parts, data_url_parts, images_of
-from orchestration.providers.ollama_adapter import message_to_ollama
-from orchestration.providers.openai_compat import message_to_openai
-from orchestration.providers.openai_responses import message_to_items
+from chatforge.llm.providers._anthropic_messages import to_anthropic
+from chatforge.llm.providers._gemini_messages import to_gemini_prompt
+from chatforge.llm.providers.base import ChatMessage
+from chatforge.llm.providers.images import content_parts, data_url_parts, images_of
+from chatforge.llm.providers.ollama_adapter import message_to_ollama
+from chatforge.llm.providers.openai_compat import message_to_openai
+from chatforge.llm.providers.openai_responses import message_to_items
 
 PNG = "data:image/png;base64,iVBORw0KGgo="
 LINK = "https://example.com/cat.jpg"

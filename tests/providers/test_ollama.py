@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from orchestration.providers.base import (
+from chatforge.llm.providers.base import (
     ChatMessage,
     ErrorKind,
     ProviderError,
@@ -19,7 +19,7 @@ from orchestration.providers.base import (
     ToolCall,
     TurnRequest,
 )
-from orchestration.providers.ollama_adapter import (
+from chatforge.llm.providers.ollama_adapter import (
     NdjsonLines,
     OllamaProvider,
     messages_to_ollama,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
-from orchestration.providers.base import (
+from chatforge.llm.providers.base import (
     ChatMessage,
     ErrorKind,
     ProviderError,
@@ -20,7 +20,7 @@ from orchestration.providers.base import (
     TurnRequest,
     TurnResult,
 )
-from orchestration.providers.openai_compat import OpenAICompatibleProvider, _TurnState
+from chatforge.llm.providers.openai_compat import OpenAICompatibleProvider, _TurnState
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, text_reply
 from tests.providers.streams import collect, texts
 
@@ -599,8 +599,8 @@ def test_verbosity_passes_through(server: FakeOpenAIServer) -> None:
 
 def test_the_request_body_is_exactly_the_built_parameters(server: FakeOpenAIServer) -> None:
     """The parameters reach the server as built: the SDK's typed transform is
-    skipped (orchestration/providers/_openai_client.py) without changing them."""
-    from orchestration.providers.openai_compat import request_params
+    skipped (chatforge/llm/providers/_openai_client.py) without changing them."""
+    from chatforge.llm.providers.openai_compat import request_params
 
     server.add_script(MODEL, [Reply(text="ok"), Reply(text="ok")])
     request = ask("Weather?", tools=TOOLS, options={"temperature": 0.5, "max_tokens": 30})

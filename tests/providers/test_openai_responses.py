@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from orchestration.providers.base import (
+from chatforge.llm.providers.base import (
     ChatMessage,
     ErrorKind,
     ProviderError,
@@ -19,7 +19,7 @@ from orchestration.providers.base import (
     ToolCall,
     TurnRequest,
 )
-from orchestration.providers.openai_responses import (
+from chatforge.llm.providers.openai_responses import (
     OpenAIResponsesProvider,
     _TurnState,
     input_for,

@@ -4,8 +4,8 @@ provider's API has is mapped, the rest is left out."""
 
 from __future__ import annotations
 
-from orchestration.providers import anthropic_adapter, ollama_adapter, openai_compat, openai_responses
-from orchestration.providers.base import ChatMessage, TurnRequest
+from chatforge.llm.providers import anthropic_adapter, ollama_adapter, openai_compat, openai_responses
+from chatforge.llm.providers.base import ChatMessage, TurnRequest
 
 TOOLS = [{"type": "function", "function": {"name": "calculator", "description": "Maths.",
                                            "parameters": {"type": "object", "properties": {}}}}]

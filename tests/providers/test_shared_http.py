@@ -1,15 +1,15 @@
 """Provider adapters share one HTTP client per process and SDK
-(orchestration/providers/shared_http.py): a turn no longer builds a TLS
+(chatforge/llm/providers/shared_http.py): a turn no longer builds a TLS
 context and a connection pool of its own, and a forked child gets its own."""
 
 from __future__ import annotations
 
 import os
 
-from orchestration.providers import shared_http
-from orchestration.providers.anthropic_adapter import AnthropicProvider
-from orchestration.providers.openai_compat import OpenAICompatibleProvider
-from orchestration.providers.openai_responses import OpenAIResponsesProvider
+from chatforge.llm.providers import shared_http
+from chatforge.llm.providers.anthropic_adapter import AnthropicProvider
+from chatforge.llm.providers.openai_compat import OpenAICompatibleProvider
+from chatforge.llm.providers.openai_responses import OpenAIResponsesProvider
 
 
 def _http(adapter):

@@ -1,5 +1,5 @@
 """The SSE decoder the OpenAI adapters read streams with
-(orchestration/providers/sse.py): the same events as the SDK's own decoder
+(chatforge/llm/providers/sse.py): the same events as the SDK's own decoder
 for any way a stream is cut into reads. What the stream does around it
 (``[DONE]``, an ``error`` event mid-stream, a malformed event, a cut
 connection, streams split at any byte) is tested through the adapter in
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai._streaming import SSEDecoder
 
-from orchestration.providers.sse import SseDecoder, loads
+from chatforge.llm.providers.sse import SseDecoder, loads
 
 
 def ours(reads: list[bytes]) -> list[tuple[str, str]]:

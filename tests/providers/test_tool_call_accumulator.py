@@ -7,8 +7,8 @@ import json
 
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall, ChoiceDeltaToolCallFunction
 
-from orchestration.providers.base import ToolCall
-from orchestration.providers.tool_call_accumulator import ToolCallAccumulator
+from chatforge.llm.providers.base import ToolCall
+from chatforge.llm.providers.tool_call_accumulator import ToolCallAccumulator
 
 
 def head(index: int | None, call_id: str, name: str, arguments: str = "") -> dict:

@@ -9,8 +9,7 @@ import pytest
 from django.db import transaction
 
 from chatforge.conversations.models import LlmTurn
-from orchestration import events
-from orchestration.event_log import get_event_log, reset_event_log
+from orchestration.event_log import events, get_event_log, reset_event_log
 from tests.support.stepped_runs import first_turn
 
 from .conftest import start

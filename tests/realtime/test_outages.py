@@ -15,8 +15,8 @@ from django.db import OperationalError as DatabaseOperationalError
 from kombu import Connection as BrokerConnection
 from psycopg_pool import ConnectionPool
 
-from chatforge.runtime.outages import is_outage
-from orchestration.events import EventLogUnavailable
+from chatforge.errors.outages import is_outage
+from orchestration.event_log.events import EventLogUnavailable
 from tests.support.stack import free_port
 
 

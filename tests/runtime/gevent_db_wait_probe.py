@@ -17,7 +17,7 @@ import psycopg.waiting  # noqa: E402
 from psycopg import errors  # noqa: E402
 from psycopg.waiting import Ready, Wait  # noqa: E402
 
-from chatforge.runtime import gevent_db_wait  # noqa: E402
+from chatforge.workers import gevent_db_wait  # noqa: E402
 
 found: dict = {"installed": gevent_db_wait.install()}
 found["wait"] = psycopg.waiting.wait.__name__

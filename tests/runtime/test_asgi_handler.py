@@ -2,7 +2,7 @@
 hop for the whole request) and an async view's in Django's async chain (the
 view runs on the event loop, holding no thread while it waits); sync
 requests run on a fixed set of threads, lent in arrival order
-(chatforge/runtime/request_threads.py)."""
+(chatforge/serving/request_threads.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from django.test import override_settings
 from django.urls import path
 from django.utils.deprecation import MiddlewareMixin
 
-from chatforge.runtime.asgi_handler import OneHopASGIHandler
+from chatforge.serving.asgi_handler import OneHopASGIHandler
 
 seen: list[tuple[str, object]] = []
 

@@ -15,7 +15,7 @@ from chatforge.celery import app
 
 pytestmark = pytest.mark.skipif(not settings.REDIS_URL, reason="needs Redis (distributed mode)")
 
-TRANSPORT = "chatforge.runtime.broker_transport:Transport"
+TRANSPORT = "chatforge.workers.broker_transport:Transport"
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def sent_and_received(conn: Connection, queue_name: str, bodies: list[str]) -> l
 def test_distributed_mode_sends_through_this_transport():
     assert app.conf.broker_transport == TRANSPORT
     with app.connection_for_write() as conn:
-        assert type(conn.default_channel).__module__ == "chatforge.runtime.broker_transport"
+        assert type(conn.default_channel).__module__ == "chatforge.workers.broker_transport"
 
 
 def test_a_channel_sends_every_message_through_one_client(connection):

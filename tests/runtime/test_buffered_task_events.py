@@ -1,6 +1,6 @@
 """The prefork worker's task events wait on its event loop's timer, the
 threads worker's on a timer thread, and go in one message
-(chatforge/runtime/buffered_task_events.py): Celery flushed them on the
+(chatforge/workers/buffered_task_events.py): Celery flushed them on the
 loop's next turn (prefork) or sent each at once (threads), one message per
 event. A real kombu event
 loop (``Hub``) and Celery's real event dispatcher, on kombu's in-memory
@@ -17,8 +17,8 @@ from kombu import Connection, Queue
 from kombu.asynchronous import Hub
 
 from chatforge.celery import app
-from chatforge.runtime import buffered_task_events
-from chatforge.runtime.buffered_task_events import FLUSH_DELAY_S, BufferTaskEvents
+from chatforge.workers import buffered_task_events
+from chatforge.workers.buffered_task_events import FLUSH_DELAY_S, BufferTaskEvents
 
 TASK_EVENTS = ("task-received", "task-started", "task-succeeded")
 

@@ -16,7 +16,7 @@ from django.http import StreamingHttpResponse
 from django.test import RequestFactory
 
 from chatforge.conversations.models import Conversation, LlmTurn
-from chatforge.runtime.db_connections import ReleaseBeforeStreaming, db_sync_to_async, is_pooled
+from chatforge.db.connections import ReleaseBeforeStreaming, db_sync_to_async, is_pooled
 from orchestration import tasks
 from orchestration.services import heartbeat
 from orchestration.services.runs import RunOptions, run_start

@@ -9,7 +9,7 @@ from django.db import ProgrammingError, connection
 from django.test.utils import CaptureQueriesContext
 
 from chatforge.conversations.models import Conversation
-from chatforge.sql_rows import Read, columns, fetch_together
+from chatforge.db.sql_rows import Read, columns, fetch_together
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

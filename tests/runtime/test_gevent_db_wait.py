@@ -1,4 +1,4 @@
-"""psycopg's cooperative wait for gevent workers (chatforge/runtime/gevent_db_wait.py),
+"""psycopg's cooperative wait for gevent workers (chatforge/workers/gevent_db_wait.py),
 run in a gevent-patched process against the test Postgres."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from chatforge.runtime import gevent_db_wait
+from chatforge.workers import gevent_db_wait
 
 PROBE = "tests.runtime.gevent_db_wait_probe"
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from chatforge.runtime.log_redaction import RedactCredentialsFilter, redact_credentials
+from chatforge.observability.log_redaction import RedactCredentialsFilter, redact_credentials
 
 TOKEN = "cf_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v"
 

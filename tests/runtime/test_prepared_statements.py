@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from chatforge.conversations.models import Conversation, Run
-from chatforge.sql_rows import fixed_sql_cursor
+from chatforge.db.sql_rows import fixed_sql_cursor
 from orchestration.services.claims import claim_turn
 from orchestration.services.runs import RunOptions, run_start
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from chatforge.runtime.redis_cache import ReusingRedisCache
+from chatforge.db.redis_cache import ReusingRedisCache
 
 
 def test_cache_operations_share_one_client_and_work():

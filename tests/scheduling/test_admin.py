@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from chatforge.scheduling.limits import current_limits, forget_cached_limits
 from chatforge.scheduling.models import ToolLimit, UserLimits
-from orchestration.scheduling.limits import current_limits, forget_cached_limits
 
 pytestmark = pytest.mark.django_db
 

@@ -15,10 +15,10 @@ from rest_framework.test import APIClient
 
 from chatforge.catalog.models import Assistant
 from chatforge.conversations.models import Conversation, Run, ToolInvocation
+from chatforge.scheduling.limits import forget_cached_limits
 from chatforge.scheduling.models import ToolLimit, UsageCounter, UserLimits
+from chatforge.scheduling.slots import PREFIX
 from orchestration import tasks
-from orchestration.scheduling.limits import forget_cached_limits
-from orchestration.scheduling.slots import PREFIX
 from orchestration.services.runs import RunOptions, run_start
 from orchestration.services.sweeper import sweep_stalled_runs
 from tests.engine.test_redelivery import enqueued
@@ -212,7 +212,7 @@ def test_the_sweeper_leaves_parked_steps_in_line_and_hands_on_a_dead_workers_slo
     sweep_stalled_runs()
     assert turns(engine) == [str(parked.id)]  # sent once, by the hand-off (its run's clock restarted)
     # ``held`` was sent again too, and now waits in line behind the slot ``parked`` holds.
-    from orchestration.scheduling.slots import scheduler
+    from chatforge.scheduling.slots import scheduler
     assert scheduler().is_parked(f"turn:{held.id}:0")
 
 
@@ -220,7 +220,7 @@ def test_a_parked_run_is_not_taken_for_stalled(engine, settings, make_user):
     held, parked = _held_and_parked(settings, make_user)
     drain(engine)
     time.sleep(0.3)
-    from orchestration.scheduling.slots import scheduler
+    from chatforge.scheduling.slots import scheduler
     scheduler().renew([f"turn:{held.id}:0"])  # ``held`` is alive and renewing
     Run.objects.filter(pk=parked.pk).update(heartbeat_at=None)
     time.sleep(0.3)

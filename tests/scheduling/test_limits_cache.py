@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from orchestration.scheduling import limits
-from orchestration.scheduling.limits import Limits, UserLimit, current_limits
+from chatforge.scheduling import limits
+from chatforge.scheduling.limits import Limits, UserLimit, current_limits
 
 
 @pytest.fixture

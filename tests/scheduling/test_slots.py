@@ -13,8 +13,8 @@ import redis
 from django.conf import settings as django_settings
 
 from chatforge.catalog.models import Assistant
-from orchestration.scheduling.limits import forget_cached_limits
-from orchestration.scheduling.slots import PREFIX, RedisSlots, StepSlot
+from chatforge.scheduling.limits import forget_cached_limits
+from chatforge.scheduling.slots import PREFIX, RedisSlots, StepSlot
 
 # The sweeper's hand-off (``wake``) reads the caps in force from the admin's
 # tables and settings: every user is capped at 1 here unless a test says otherwise.

@@ -52,7 +52,7 @@ class Run(models.Model):
     blocked_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="waiting_runs")
     error = models.TextField(blank=True)
     # What kind of failure ended a failed run when its model's provider
-    # refused (orchestration.providers.base.ErrorKind: "not_found",
+    # refused (chatforge.llm.providers.base.ErrorKind: "not_found",
     # "authentication", ...); blank otherwise. Lets an API answer a run that
     # failed because the model does not exist as the client's error (404),
     # not as ours.

@@ -28,7 +28,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chatforge.conversations.models import Conversation, Run
 from chatforge.errors import ChatForgeError
-from orchestration.events import TERMINAL_TYPES
+from orchestration.embedded_worker import start_embedded_worker
+from orchestration.event_log.events import TERMINAL_TYPES
 from orchestration.services.approvals import decide
 from orchestration.services.run_follower import follow_run
 from orchestration.services.runs import RunOptions, run_request_cancel, run_start
@@ -87,8 +88,6 @@ class Command(BaseCommand):
         self._account = account
         chat = self._conversation(account, conversation)
         if settings.EMBEDDED:
-            from orchestration.embedded_worker import start_embedded_worker
-
             start_embedded_worker()
         run_options = RunOptions(
             model=model,

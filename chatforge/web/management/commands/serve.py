@@ -10,6 +10,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from chatforge.observability.worker_setup import use_fresh_metrics_dir
+from chatforge.settings.logging import uvicorn_log_config
+
 
 class Command(BaseCommand):
     help = "Run the ASGI server (HTTP + websockets)."
@@ -20,17 +23,13 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=1, help="Web processes (distributed mode).")
 
     def handle(self, *args, host: str, port: int, workers: int, **options) -> None:
-        import uvicorn
-
-        from chatforge.settings.logging import uvicorn_log_config
+        import uvicorn  # the server's own import, in the process that serves only
 
         if settings.EMBEDDED and workers != 1:
             self.stderr.write("Embedded mode runs one process; ignoring --workers.")
             workers = 1
         if workers > 1:
             # Each web process counts on its own; /metrics serves the sum.
-            from chatforge.observability.worker_setup import use_fresh_metrics_dir
-
             use_fresh_metrics_dir()
         self.stdout.write(
             f"ChatForge ({settings.CHATFORGE_MODE} mode) on http://{host}:{port}/  "

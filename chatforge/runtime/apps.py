@@ -1,6 +1,0 @@
-from django.apps import AppConfig
-
-
-class RuntimeConfig(AppConfig):
-    name = "chatforge.runtime"
-    label = "runtime"
