@@ -289,6 +289,7 @@ class AssistantForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         available = get_catalog(fresh=True).names()
+        self._catalog_names = set(available)  # clean_tools checks against the same catalog
         for field in ("tools", "approval_required_tools", "approval_waived_tools"):
             stored = [name for name in (getattr(self.instance, field) or []) if isinstance(name, str)]
             missing = [name for name in stored if name not in available]
@@ -307,7 +308,7 @@ class AssistantForm(forms.ModelForm):
             raise forms.ValidationError(
                 f"{len(tools)} tools chosen; a run may offer at most {most} (CHATFORGE_MAX_TOOLS_PER_REQUEST)."
             )
-        problem = unknown_tools_problem(tools)  # a stored name the catalog no longer has
+        problem = unknown_tools_problem(tools, self._catalog_names)  # a stored name the catalog no longer has
         if problem:
             raise forms.ValidationError(problem)
         return tools

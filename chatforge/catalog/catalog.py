@@ -78,12 +78,14 @@ def forget_cached() -> None:
 
 
 
-def unknown_tools_problem(names: list[str]) -> str | None:
+def unknown_tools_problem(names: list[str], known: set[str] | None = None) -> str | None:
     """What is wrong with an assistant's list of tools if the catalog lacks
     some of them; None when it has them all. The admin's form and
     ``load_tools`` ask this beside the row's own checks (``Assistant.clean``):
-    the catalog is built from the rows, so the rows cannot ask it themselves."""
-    known = set(get_catalog(fresh=True).names())
+    the catalog is built from the rows, so the rows cannot ask it themselves.
+    ``known``: the catalog's names, when the caller has them already."""
+    if known is None:
+        known = set(get_catalog(fresh=True).names())
     unknown = [name for name in names if name not in known]
     if not unknown:
         return None
