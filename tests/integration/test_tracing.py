@@ -31,14 +31,13 @@ def traced_stack(django_db_blocker, fake_llm):
         with private_stack(database_url=database_url, redis_url=TRACING_REDIS_URL, llm_base_url=fake_llm.base_url,
                            extra_env={"CHATFORGE_OTLP_ENDPOINT": collector.url,
                                       "OTEL_BSP_SCHEDULE_DELAY": "200",
-                                      # Default leases, not the fast-recovery ones: on a loaded
-                                      # machine a step queued for 2 s was re-sent by the sweeper,
-                                      # whose message starts a trace of its own.
-                                      "CHATFORGE_HEARTBEAT_S": "10", "CHATFORGE_RUN_STALL_S": "60",
                                       # One running step per user: a second run's first turn
                                       # waits in fair scheduling's line and is sent by the
                                       # first run's step as it ends.
-                                      "CHATFORGE_USER_MAX_RUNNING_STEPS": "1"}) as stack:
+                                      "CHATFORGE_USER_MAX_RUNNING_STEPS": "1"},
+                           # Default leases: on a loaded machine a step queued for 2 s was
+                           # re-sent by the sweeper, whose message starts a trace of its own.
+                           fast_recovery=False) as stack:
             yield stack, collector
     finally:
         collector.stop()

@@ -36,7 +36,7 @@ def metered_stack(django_db_blocker, fake_llm):
     with django_db_blocker.unblock():
         database_url = _test_database_url()
     with private_stack(database_url=database_url, redis_url=METRICS_REDIS_URL, llm_base_url=fake_llm.base_url,
-                       extra_env={"CHATFORGE_METRICS_TOKEN": TOKEN}) as stack:
+                       extra_env={"CHATFORGE_METRICS_TOKEN": TOKEN}, fast_recovery=False) as stack:
         ports = {"llm": free_port(), "tools": free_port(), "tools-io": free_port()}
         for name, queues, pool in (("llm", "llm,default", "gevent"), ("tools", "tools", "prefork"),
                                    ("tools-io", "tools_io", "threads")):

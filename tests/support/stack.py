@@ -237,10 +237,16 @@ FAST_RECOVERY_ENV = {
 
 @contextmanager
 def private_stack(*, database_url: str, redis_url: str, llm_base_url: str,
-                  extra_env: dict[str, str] | None = None) -> Iterator[DistributedStack]:
+                  extra_env: dict[str, str] | None = None,
+                  fast_recovery: bool = True) -> Iterator[DistributedStack]:
     """A stack of its own (with beat) on a Redis database of its own, which
     is emptied first: for tests that kill its processes or flush its Redis,
-    which the shared stack must never see."""
+    which the shared stack must never see.
+
+    ``fast_recovery`` takes a step for lost after 2 s without a heartbeat,
+    so that tests of crashes and outages see recovery quickly. A test that
+    counts deliveries turns it off: on a loaded machine a live step can miss
+    2 s of heartbeats and be delivered again (harmlessly, but counted)."""
     import redis
 
     redis.Redis.from_url(redis_url).flushdb()  # before any worker binds its queues
@@ -252,7 +258,7 @@ def private_stack(*, database_url: str, redis_url: str, llm_base_url: str,
             "OPENAI_BASE_URL": llm_base_url,
             "OPENAI_API_KEY": "test-key",
             "CHATFORGE_TOOL_MODULES": "tests.support.tools",
-            **FAST_RECOVERY_ENV,
+            **(FAST_RECOVERY_ENV if fast_recovery else {}),
             **(extra_env or {}),
         },
     ) as stack:
