@@ -8,6 +8,7 @@ The worker and server processes the integration tests start use the real
 """
 
 import os
+import tempfile
 
 # ``make test`` runs test files in parallel processes (pytest-xdist); each
 # gets Redis databases of its own, or one worker's stack would consume the
@@ -48,6 +49,9 @@ os.environ.setdefault("CHATFORGE_TOOL_MODULES", "tests.support.tools")
 os.environ.setdefault("CHATFORGE_SECRET_KEYS", "uCKE6r66a2mBYRW6KXsq-jfMAByMIpJczrLdXosbxPo=")
 os.environ.setdefault("CHATFORGE_TOOL_CATALOG_TTL_S", "0")
 os.environ.setdefault("CHATFORGE_LLM_RETRY_INITIAL_S", "0.05")
+# Files' bytes in a directory of the tests' own (never the checkout's), which
+# the processes of the integration stacks share (tests/support/stack.py).
+os.environ.setdefault("CHATFORGE_FILES_DIR", os.path.join(tempfile.gettempdir(), "chatforge-test-files"))
 
 from chatforge.settings import *  # noqa: E402,F401,F403
 

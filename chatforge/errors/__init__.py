@@ -19,6 +19,12 @@ class ErrorCode(StrEnum):
     APPROVAL_REQUIRED = "approval_required"
     DECISION_CONFLICT = "decision_conflict"
     TOKEN_BUDGET_EXHAUSTED = "token_budget_exhausted"
+    # Files (docs/files.md).
+    FILE_TOO_LARGE = "file_too_large"
+    FILE_QUOTA_EXCEEDED = "file_quota_exceeded"
+    UNSUPPORTED_FILE_TYPE = "unsupported_file_type"
+    FILE_UNREADABLE = "file_unreadable"
+    IMAGES_NOT_SUPPORTED = "images_not_supported"
 
 
 class ChatForgeError(Exception):
@@ -89,3 +95,29 @@ class ApprovalRequired(ChatForgeError):
     to refuse such requests (CHATFORGE_V1_APPROVAL=reject)."""
 
     code = ErrorCode.APPROVAL_REQUIRED
+
+
+class FileTooLarge(ChatForgeError):
+    code = ErrorCode.FILE_TOO_LARGE
+    status_code = 413
+
+
+class FileQuotaExceeded(ChatForgeError):
+    code = ErrorCode.FILE_QUOTA_EXCEEDED
+    status_code = 413
+
+
+class UnsupportedFileType(ChatForgeError):
+    code = ErrorCode.UNSUPPORTED_FILE_TYPE
+    status_code = 415
+
+
+class FileUnreadable(ChatForgeError):
+    """An attached document whose text could not be read (damaged, encrypted):
+    the message that carries it is refused rather than sent without it."""
+
+    code = ErrorCode.FILE_UNREADABLE
+
+
+class ImagesNotSupported(ChatForgeError):
+    code = ErrorCode.IMAGES_NOT_SUPPORTED

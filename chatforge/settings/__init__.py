@@ -5,6 +5,7 @@ from .api import *  # noqa: F401,F403
 from .base import *  # noqa: F401,F403
 from .database import *  # noqa: F401,F403
 from .engine import *  # noqa: F401,F403
+from .files import *  # noqa: F401,F403
 from .logging import *  # noqa: F401,F403
 from .observability import *  # noqa: F401,F403
 from .queues import *  # noqa: F401,F403

@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "channels",
     "chatforge.accounts",
     "chatforge.conversations",
+    "chatforge.files",
     "chatforge.api",
     "chatforge.realtime",
     "chatforge.catalog",

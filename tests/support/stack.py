@@ -152,7 +152,8 @@ def embedded_server(*, prefix: str, **env_overrides: str) -> Iterator[EmbeddedSe
     database of its own, migrated, and the demo user (demo / demo) with a
     token."""
     workdir = Path(tempfile.mkdtemp(prefix=prefix))
-    env = base_env(CHATFORGE_SQLITE_PATH=str(workdir / "db.sqlite3"), **env_overrides)
+    env = base_env(CHATFORGE_SQLITE_PATH=str(workdir / "db.sqlite3"), CHATFORGE_FILES_DIR=str(workdir / "files"),
+                   **env_overrides)
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     token = subprocess.run([*manage, "create_demo_user", "--token-only"], cwd=ROOT, env=env, check=True,
@@ -200,6 +201,8 @@ def distributed_stack(
             "DJANGO_SECRET_KEY": "integration-tests-secret-key-0123456789-abcdefgh",
             "CHATFORGE_SECRET_KEYS": TEST_SECRET_KEYS,
             "CHATFORGE_LOG_LEVEL": "INFO",
+            # The test process's files directory: web, workers and the test see the same bytes.
+            "CHATFORGE_FILES_DIR": os.environ["CHATFORGE_FILES_DIR"],
             **(extra_env or {}),
         }
     )
