@@ -7,8 +7,14 @@ The worker and server processes the integration tests start use the real
 ``chatforge.settings`` with their own environment (see ``tests/support/stack.py``).
 """
 
+import atexit
 import os
+import shutil
+import socket
+import subprocess
+import sys
 import tempfile
+import time
 
 # ``make test`` runs test files in parallel processes (pytest-xdist); each
 # gets Redis databases of its own, or one worker's stack would consume the
@@ -25,6 +31,44 @@ if _worker not in _REDIS_DBS:
         f"pytest-xdist worker {_worker}: tests/settings.py has Redis databases for {len(_REDIS_DBS)} test "
         f"processes; run with TEST_PROCESSES (pytest -n) of at most {len(_REDIS_DBS)}.")
 _main_db, _idle_db, _effects_db = _REDIS_DBS[_worker]
+_redis_server = "redis://127.0.0.1:6379"
+
+
+def _serial_run() -> bool:
+    """A pytest run outside xdist (``pytest tests/x.py``), neither worker nor controller."""
+    return "PYTEST_XDIST_WORKER" not in os.environ and not any(
+        arg.startswith(("-n", "--numprocesses")) for arg in sys.argv[1:])
+
+
+def _private_redis() -> str | None:
+    """A Redis server of this process's own on a free port, stopped at exit;
+    None where redis-server is not installed."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        return None
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                               "no", "--dir", tempfile.gettempdir()], stdout=subprocess.DEVNULL)
+    atexit.register(server.terminate)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return f"redis://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.025)
+    raise RuntimeError(f"redis-server did not start on port {port}")
+
+
+# A serial run beside another (a second engineer's, or one beside `make
+# test`) would share gw0's Redis databases and test database with it: one
+# run's workers took the other's tasks, and one's teardown dropped the
+# other's database. A serial run gets its own Redis server and test
+# database instead, unless the person running it named REDIS_URL.
+_SERIAL = _serial_run() and "REDIS_URL" not in os.environ
+if _SERIAL:
+    _redis_server = _private_redis() or _redis_server
 # The workers inherit the environment of the process that started them,
 # where these defaults were already chosen (for gw0): a name listed here was
 # chosen by this file, not by the person running the tests, and is chosen
@@ -34,9 +78,9 @@ _chosen_before = set(os.environ.get(_CHOSEN, "").split(","))
 _chosen_now = []
 for _name, _url in (
     ("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/chatforge"),
-    ("REDIS_URL", f"redis://127.0.0.1:6379/{_main_db}"),
-    ("CHATFORGE_TEST_IDLE_BROKER_URL", f"redis://127.0.0.1:6379/{_idle_db}"),
-    ("CHATFORGE_TEST_EFFECTS_REDIS_URL", f"redis://127.0.0.1:6379/{_effects_db}"),
+    ("REDIS_URL", f"{_redis_server}/{_main_db}"),
+    ("CHATFORGE_TEST_IDLE_BROKER_URL", f"{_redis_server}/{_idle_db}"),
+    ("CHATFORGE_TEST_EFFECTS_REDIS_URL", f"{_redis_server}/{_effects_db}"),
 ):
     if _name not in os.environ or _name in _chosen_before:
         os.environ[_name] = _url
@@ -56,3 +100,5 @@ os.environ.setdefault("CHATFORGE_FILES_DIR", os.path.join(tempfile.gettempdir(),
 from chatforge.settings import *  # noqa: E402,F401,F403
 
 CELERY_BROKER_URL = os.environ["CHATFORGE_TEST_IDLE_BROKER_URL"]
+if _SERIAL:
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_serial_{os.getpid()}"}  # noqa: F405
