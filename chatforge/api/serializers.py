@@ -9,6 +9,7 @@ from rest_framework import serializers
 from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
 from orchestration.services.approvals import pending_approvals
 
+from .file_serializers import FileSerializer
 from .lean_serializers import LeanSerializer
 
 
@@ -20,12 +21,18 @@ class ConversationSerializer(serializers.ModelSerializer):
 
 
 class MessageSerializer(serializers.ModelSerializer):
+    """A message; ``attachments`` come from the context's ``attachments``
+    (message id -> files, ``attachments_of``), read once for a page."""
+
+    attachments = serializers.SerializerMethodField()
+
     class Meta:
         model = Message
         fields = [
             "id",
             "role",
             "content",
+            "attachments",
             "tool_rounds",
             "status",
             "finish_reason",
@@ -36,9 +43,20 @@ class MessageSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    @extend_schema_field(FileSerializer(many=True))
+    def get_attachments(self, message: Message) -> list[dict]:
+        files = self.context.get("attachments", {}).get(message.pk, ())
+        return FileSerializer(files, many=True).data if files else []
+
 
 class MessageCreateSerializer(LeanSerializer):
-    content = serializers.CharField(trim_whitespace=False, allow_blank=False)
+    # Blank only with attachments (the run's start says so otherwise).
+    content = serializers.CharField(trim_whitespace=False, allow_blank=True)
+    attachments = serializers.ListField(
+        child=serializers.UUIDField(), required=False, max_length=100,
+        help_text="Ids of your files (POST /api/files/) this message carries: images go to the model as "
+        "images, documents as their text (docs/files.md). At most CHATFORGE_MAX_FILES_PER_MESSAGE.",
+    )
     model = serializers.CharField(required=False, allow_blank=True, max_length=200)
     tools = serializers.ListField(
         child=serializers.CharField(max_length=64), required=False, allow_null=True, max_length=128

@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from chatforge.conversations import selectors
 from chatforge.conversations.models import Conversation
 from orchestration.services.approvals import decide
+from orchestration.services.attachments import attachments_of
 from orchestration.services.conversations import conversation_delete
 from orchestration.services.runs import (
     OnActive,
@@ -111,7 +112,8 @@ class ConversationViewSet(
         conversation: Conversation = self.get_object()
         if request.method == "GET":
             page = self.paginate_queryset(selectors.messages_of(conversation))
-            return self.get_paginated_response(MessageSerializer(page, many=True).data)
+            context = {"attachments": attachments_of(page)}
+            return self.get_paginated_response(MessageSerializer(page, many=True, context=context).data)
         payload = MessageCreateSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
@@ -130,6 +132,7 @@ class ConversationViewSet(
             on_active=OnActive(data["on_active"]),
             idempotency_key=idempotency_key,
             replace_from=str(data["replace_from"]) if data.get("replace_from") else None,
+            attachments=[str(i) for i in data.get("attachments") or ()],
         )
         body = {
             "conversation_id": str(run.conversation_id),

@@ -12,7 +12,7 @@ continues that conversation: its new user message and answer are added
 there, and the conversation's stored tool rounds (which the client never
 saw) stay the model's history. Anything else (an edited or regenerated
 turn, a stopped answer the client kept, a history with the client's own
-tool calls or images) starts a new conversation, as before: a miss costs
+tool calls, images or files) starts a new conversation, as before: a miss costs
 nothing but the old behaviour (docs/decisions/0032-frontend-background-tasks-and-resent-history.md).
 """
 
@@ -52,7 +52,7 @@ def conversation_for_history(user: AbstractBaseUser, prior: list[PriorMessage]) 
     has no active run; else None."""
     if not any(m.role == Message.Role.ASSISTANT for m in prior):
         return None  # a first message: nothing to continue
-    if any(m.tool_rounds or m.images for m in prior):
+    if any(m.tool_rounds or m.images or m.files for m in prior):
         return None
     last_answer = next(m for m in reversed(prior) if m.role == Message.Role.ASSISTANT).content.strip()
     answers = (

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -20,24 +21,25 @@ from chatforge.api.openai_errors import OpenAIError
 from chatforge.api.throttles import MessagePostThrottle
 from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
 from chatforge.conversations.selectors import conversations_of, run_of
-from chatforge.llm.models import LanguageModel, ProviderKind
+from chatforge.llm.models import LanguageModel
 from chatforge.llm.resolution import DEMO_MODEL
-from chatforge.llm.providers.images import content_parts, data_url_parts
+from chatforge.files.models import StoredFile
+from chatforge.files.services import file_create
+from chatforge.llm.image_support import image_refusal
+from chatforge.llm.providers.images import content_parts
 from chatforge.llm.providers.sampling import SUPPORTED
-from chatforge.llm.routing import resolve_model, route_rows
+from chatforge.llm.routing import resolve_model
 from chatforge.llm.validation import all_validation_statuses
 from orchestration.services.runs import RunOptions, run_for_idempotency_key, run_request_cancel, run_start
 
 from .background_tasks import answering_model, is_background_task, listed_model
 from .client_tools import continued_rounds, split_tools
 from .resent_history import conversation_for_history
-from .translate import ChatRequest, ToolCallOut
+from .translate import ChatRequest, FilePart, ToolCallOut
 
 logger = logging.getLogger(__name__)
 
 RUN_GONE = "The run no longer exists: its conversation was deleted."
-# Provider kinds that take images as base64 only (no URLs).
-INLINE_IMAGES_ONLY = frozenset({ProviderKind.OLLAMA, ProviderKind.GEMINI})
 _RUN_OPTION_FIELDS = frozenset(f.name for f in dataclasses.fields(RunOptions))
 
 
@@ -133,47 +135,44 @@ def chat_start(*, user: AbstractBaseUser, request: ChatRequest, idempotency_key:
     elif not background and not continued:
         conversation = conversation_for_history(user, request.prior)
     if conversation is not None:
-        return run_start(user=user, conversation=conversation, content=request.content, options=options,
-                         idempotency_key=idempotency_key, images=request.images)
+        with transaction.atomic():
+            return run_start(user=user, conversation=conversation, content=request.content, options=options,
+                             idempotency_key=idempotency_key, images=request.images,
+                             attachments=_file_ids(user, conversation, request.files))
     source = Conversation.Source.TASK if background else Conversation.Source.OPENAI
     with transaction.atomic():
         conversation = Conversation.objects.create(
             user=user, source=source, title=" ".join(request.content.split())[:80])
         for prior in request.prior:
-            Message.objects.create(conversation=conversation, role=prior.role, content=prior.content,
-                                   content_json=content_parts(prior.content, prior.images),
-                                   tool_rounds=prior.tool_rounds or [])
+            file_ids = _file_ids(user, conversation, prior.files)
+            message = Message.objects.create(
+                conversation=conversation, role=prior.role, content=prior.content,
+                content_json=content_parts(prior.content, prior.images, file_ids), tool_rounds=prior.tool_rounds or [])
+            StoredFile.objects.filter(pk__in=file_ids, user=user).update(message=message, conversation=conversation)
         run = run_start(user=user, conversation=conversation, content=request.content, options=options,
-                        idempotency_key=idempotency_key, continued_rounds=continued, images=request.images)
+                        idempotency_key=idempotency_key, continued_rounds=continued, images=request.images,
+                        attachments=_file_ids(user, conversation, request.files))
         if run.replayed:
             # A repeat that raced the first request: keep none of this request's rows.
             transaction.set_rollback(True)
         return run
 
 
+def _file_ids(user: AbstractBaseUser, conversation: Conversation, parts: Sequence[FilePart]) -> list[str]:
+    """The ids of a message's ``file`` parts: a file uploaded earlier
+    (``file_id``, checked as any attachment by ``run_start``), or the bytes
+    sent in the part, stored here as a file of the conversation."""
+    return [part.file_id if part.file_id is not None else
+            str(file_create(user=user, source=StoredFile.Source.UPLOAD, name=part.filename, content=part.data,
+                            conversation=conversation).pk)
+            for part in parts]
+
+
 def check_images(*, model: str, images: list[str]) -> None:
-    """Images go to models that take them. A model configured in the admin
-    takes them when its "supports vision" flag is on; a model reached by
-    ``<provider>/<name>`` or the default endpoint is trusted (its provider
-    answers for itself). Ollama and Gemini take images inline only, so an
-    http(s) URL for them is refused rather than dropped."""
-    if not images:
-        return
-    if model == DEMO_MODEL:
-        raise OpenAIError("The demo model does not look at images: choose a model that takes them.",
-                          status=400, param="messages", code="images_not_supported")
-    rows = route_rows(model)
-    route = resolve_model(model, rows=rows)
-    if rows.model_row is not None and not route.capabilities.vision:
-        raise OpenAIError(
-            f"The model '{model}' is not set up to take images (its 'supports vision' setting in the admin "
-            "is off): send text only, or choose a model that takes images.",
-            status=400, param="messages", code="images_not_supported")
-    if route.kind in INLINE_IMAGES_ONLY and any(data_url_parts(url) is None for url in images):
-        raise OpenAIError(
-            f"The model '{model}' takes images inline only: send each image as a base64 data URL "
-            "(data:image/png;base64,...) instead of a link.",
-            status=400, param="messages", code="images_not_supported")
+    """Images go to models that take them (``chatforge/llm/image_support.py``)."""
+    refusal = image_refusal(model, urls=images) if images else None
+    if refusal:
+        raise OpenAIError(refusal, status=400, param="messages", code="images_not_supported")
 
 
 def ignored_parameters(*, model: str, sampling: dict[str, Any]) -> list[str]:

@@ -11,6 +11,8 @@ Nothing here touches the database.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Mapping
@@ -48,8 +50,21 @@ SHOW_TOOL_CALLS_HEADER = "X-ChatForge-Show-Tool-Calls"
 _FINISH_REASONS = frozenset({"stop", "length", "content_filter", "tool_calls"})
 # A data URL of an image the providers take (base64 only).
 _DATA_IMAGE = re.compile(r"data:image/(png|jpeg|gif|webp);base64,")
+# A file part's data: any media type (the bytes are sniffed, not the label), base64.
+_DATA_URL = re.compile(r"data:[\w.+-]*/?[\w.+-]*(;[\w-]+=[^;,]*)*;base64,(?P<data>.*)\Z", re.DOTALL)
 # What OpenAI accepts as a function name.
 _FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True)
+class FilePart:
+    """A ``file`` content part: the file's bytes (``file_data``, a base64
+    data URL) with its name, or the id of a file already uploaded to
+    ChatForge (``file_id``). Stored as a conversation file (docs/files.md)."""
+
+    filename: str = ""
+    data: bytes | None = None
+    file_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,7 @@ class PriorMessage:
     # (built from a client's ``tool_calls`` and ``tool`` messages).
     tool_rounds: list[dict[str, Any]] | None = None
     images: tuple[str, ...] = ()  # a user message's image URLs
+    files: tuple[FilePart, ...] = ()  # a user message's files
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,7 @@ class ChatRequest:
     model: str
     content: str  # the new user message
     images: list[str] = field(default_factory=list)  # its image URLs (data: or http(s):)
+    files: list[FilePart] = field(default_factory=list)  # its files
     prior: list[PriorMessage] = field(default_factory=list)  # earlier messages (new conversations only)
     tools: list[str] | None = None  # None: the default tools (CHATFORGE_OPENAI_DEFAULT_TOOLS); []: none
     # The full function specs among ``tools``, by name: a server tool's name
@@ -125,37 +142,63 @@ def _check_unsupported(body: Mapping[str, Any]) -> None:
 
 def _text_of(content: Any, *, where: str) -> str:
     """A message's text: a string, or an array of text parts."""
-    text, images = _content_of(content, where=where)
-    if images:
-        raise _invalid(f"{where}: images are accepted in user messages only.", param="messages")
+    text, images, files = _content_of(content, where=where)
+    if images or files:
+        raise _invalid(f"{where}: images and files are accepted in user messages only.", param="messages")
     return text
 
 
-def _content_of(content: Any, *, where: str) -> tuple[str, list[str]]:
-    """A message's text and image URLs: a string, or an array of ``text``
-    and ``image_url`` parts (``data:image/…;base64,…`` or ``http(s)://``)."""
+def _content_of(content: Any, *, where: str) -> tuple[str, list[str], list[FilePart]]:
+    """A message's text, image URLs and files: a string, or an array of
+    ``text``, ``image_url`` (``data:image/…;base64,…`` or ``http(s)://``)
+    and ``file`` parts."""
     if content is None:
-        return "", []
+        return "", [], []
     if isinstance(content, str):
-        return content, []
+        return content, [], []
     if not isinstance(content, list):
         raise _invalid(f"{where}: content must be a string or an array of content parts.", param="messages")
     texts: list[str] = []
     images: list[str] = []
+    files: list[FilePart] = []
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
         if kind == "text" and isinstance(part.get("text"), str):
             texts.append(part["text"])
         elif kind == "image_url":
             images.append(_image_url(part.get("image_url"), f"{where}.content[{j}]"))
+        elif kind == "file":
+            files.append(_file_part(part.get("file"), f"{where}.content[{j}]"))
         else:
             raise _invalid(
-                f"{where}: content part of type '{kind}' is not supported; ChatForge accepts text "
-                'and images (parts {"type": "text", "text": "..."} and {"type": "image_url", '
-                '"image_url": {"url": "..."}}).',
+                f"{where}: content part of type '{kind}' is not supported; ChatForge accepts text, "
+                'images and files (parts {"type": "text", "text": "..."}, {"type": "image_url", '
+                '"image_url": {"url": "..."}} and {"type": "file", "file": {"filename": "...", '
+                '"file_data": "data:...;base64,..."}}).',
                 param="messages",
             )
-    return "\n".join(texts), images
+    return "\n".join(texts), images, files
+
+
+def _file_part(value: Any, where: str) -> FilePart:
+    if isinstance(value, Mapping):
+        file_id, data, name = value.get("file_id"), value.get("file_data"), value.get("filename")
+        if isinstance(file_id, str) and file_id and data is None:
+            return FilePart(file_id=file_id)
+        if isinstance(data, str) and (name is None or isinstance(name, str)):
+            match = _DATA_URL.match(data)
+            if match is not None:
+                try:
+                    decoded = base64.b64decode(match["data"], validate=True)
+                except binascii.Error:
+                    raise _invalid(f"{where}: 'file_data' is not valid base64.", param="messages") from None
+                return FilePart(filename=name or "file", data=decoded)
+    raise _invalid(
+        f"{where}: a file must be {{\"file\": {{\"filename\": \"report.pdf\", \"file_data\": "
+        "\"data:application/pdf;base64,...\"}}} (the bytes as a base64 data URL) or "
+        "{\"file\": {\"file_id\": \"...\"}} with the id of a file uploaded to POST /api/files/.",
+        param="messages",
+    )
 
 
 def _image_url(value: Any, where: str) -> str:
@@ -181,7 +224,8 @@ class _HistoryBuilder:
         self.messages: list[PriorMessage] = []
         self._rounds: list[dict[str, Any]] = []
 
-    def add(self, role: str, message: Mapping[str, Any], text: str, where: str, images: tuple[str, ...] = ()) -> None:
+    def add(self, role: str, message: Mapping[str, Any], text: str, where: str, images: tuple[str, ...] = (),
+            files: tuple[FilePart, ...] = ()) -> None:
         if role == "assistant" and message.get("tool_calls"):
             self._rounds.append({
                 "iteration": len(self._rounds), "assistant_response": text,
@@ -194,7 +238,7 @@ class _HistoryBuilder:
         else:
             self._close_rounds()
             self.messages.append(PriorMessage(role="system" if role == "developer" else role, content=text,
-                                              images=images))
+                                              images=images, files=files))
 
     def _add_result(self, message: Mapping[str, Any], text: str) -> None:
         call_id = message.get("tool_call_id")
@@ -243,9 +287,9 @@ def _client_tool_calls(raw: Any, where: str) -> list[dict[str, str]]:
     return calls
 
 
-def _messages(raw: Any) -> tuple[list[PriorMessage], str, list[str], list[dict[str, Any]]]:
-    """``(earlier messages, the last user message's text and images, the
-    tool rounds after it)``.
+def _messages(raw: Any) -> tuple[list[PriorMessage], str, list[str], list[FilePart], list[dict[str, Any]]]:
+    """``(earlier messages, the last user message's text, images and files,
+    the tool rounds after it)``.
     After the last user message only tool rounds may follow: the assistant's
     calls of the client's tools and the client's ``tool`` results, which
     the answer carries on from."""
@@ -260,15 +304,15 @@ def _messages(raw: Any) -> tuple[list[PriorMessage], str, list[str], list[dict[s
     for i, message in enumerate(raw[:last_user]):
         where = f"messages[{i}]"
         if roles[i] == "user":
-            text, images = _content_of(message.get("content"), where=where)
-            history.add("user", message, text, where, tuple(images))
+            text, images, files = _content_of(message.get("content"), where=where)
+            history.add("user", message, text, where, tuple(images), tuple(files))
         else:
             history.add(roles[i], message, _text_of(message.get("content"), where=where), where)
     where = f"messages[{last_user}]"
     history.add("user", {}, "", where)  # closes a tool round left open before the user's message
-    prior = [m for m in history.messages[:-1] if m.content or m.tool_rounds or m.images]
-    content, images = _content_of(raw[last_user].get("content"), where=where)
-    return prior, content, images, _continued_rounds(raw, roles, last_user)
+    prior = [m for m in history.messages[:-1] if m.content or m.tool_rounds or m.images or m.files]
+    content, images, files = _content_of(raw[last_user].get("content"), where=where)
+    return prior, content, images, files, _continued_rounds(raw, roles, last_user)
 
 
 def _continued_rounds(raw: list[Any], roles: list[str], last_user: int) -> list[dict[str, Any]]:
@@ -509,7 +553,7 @@ def parse_chat_request(body: Any, *, show_tool_calls_header: str | None = None) 
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise _invalid("'model' is required: a model name from GET /v1/models.", param="model")
-    prior, content, images, continued = _messages(body.get("messages"))
+    prior, content, images, files, continued = _messages(body.get("messages"))
     conversation_id = _optional_str(body, "conversation_id")
     if conversation_id is not None:
         if continued:
@@ -544,6 +588,7 @@ def parse_chat_request(body: Any, *, show_tool_calls_header: str | None = None) 
         model=model.strip(),
         content=content,
         images=images,
+        files=files,
         prior=prior,
         tools=tools,
         tool_specs=tool_specs,

@@ -21,6 +21,7 @@ from chatforge.conversations import selectors
 from chatforge.conversations.models import Conversation, Message, Run
 from chatforge.llm.listing import model_list
 from orchestration.services.approvals import approval_decisions
+from orchestration.services.attachments import attachments_of
 
 # The sidebar lists this many recent conversations; the history this many
 # recent messages (older ones stay readable through the API).
@@ -61,7 +62,8 @@ def chat_page_data(user: AbstractBaseUser, conversation: Conversation | None) ->
     messages = selectors.messages_of(conversation)
     shown = messages[-HISTORY_MESSAGES:]
     data["conversation"] = ConversationSerializer(conversation).data
-    data["messages"] = _with_approvals(_with_run_errors(MessageSerializer(shown, many=True).data))
+    shown_data = MessageSerializer(shown, many=True, context={"attachments": attachments_of(shown)}).data
+    data["messages"] = _with_approvals(_with_run_errors(shown_data))
     data["older_messages_hidden"] = len(messages) - len(shown)
     answered = {str(m.run_id) for m in messages if m.role == Message.Role.ASSISTANT and m.run_id}
     data["active_runs"] = [run for run in active if run["id"] not in answered]

@@ -45,6 +45,7 @@ from orchestration.transcript.history import TurnInput, input_for_turn
 from ..event_log.delta_coalescer import DeltasNotPublished, WindowPolicy, coalescer_for
 from .approval_policy import APPROVAL_MODE, APPROVAL_TOOLS, UNATTENDED_DENY
 from .approvals import announce_requests, approval_deadline
+from .attachments import ATTACHMENTS_OPTION, wait_for_attachments
 from .cancel_watch import CHECK_INTERVAL_S, cancel_watch
 from .claims import claim_turn, extras_of, mark_run_running, release_turn
 from .client_tools import client_tool_names
@@ -432,6 +433,15 @@ def _run_claimed_turn(turn: LlmTurn) -> float:
     events.turn_started(ref(run), iteration=iteration, message_id=str(run.user_message_id),
                         first_delivery=iteration == 0 and turn.deliveries == 1)
 
+    if iteration == 0 and run.options.get(ATTACHMENTS_OPTION):
+        with step_lease(run_id, turn), cancel_watch.watching(run_id):
+            problem = wait_for_attachments(run, should_stop=lambda: cancel_watch.should_stop(run_id))
+        if problem is not None:
+            run_finalize(run_id=run_id, outcome=Outcome.FAILED, error=problem)
+            return 0.0
+        run.refresh_from_db(fields=["status", "cancel_requested"])
+        if step_must_stop(run):
+            return 0.0
     turn_input = input_for_turn(run, iteration, offer_tools=turn.offered_tools)
     try:
         extras = extras_of(turn)

@@ -39,6 +39,7 @@ from chatforge.scheduling.usage import token_budget
 from orchestration.queueing import dispatch
 
 from .approval_policy import APPROVAL_TOOLS, tools_needing_approval, unattended_tools
+from .attachments import ATTACHMENTS_OPTION, attach, attachments_checked, check_attachment_count
 from .finalize import Outcome, run_finalize
 
 logger = logging.getLogger(__name__)
@@ -276,6 +277,7 @@ def run_start(
     idempotency_key: str = "",
     continued_rounds: list[dict] | None = None,
     images: list[str] | None = None,
+    attachments: list[str] | None = None,
     replace_from: str | None = None,
 ) -> Run:
     """Write the user's message, the run and its first turn in one
@@ -290,6 +292,8 @@ def run_start(
     first turn (a /v1 client's results for its own tools; ``Run.continued_rounds``).
     ``images``: image URLs of the user's message (checked by the caller
     against the model; ``providers/images.py``).
+    ``attachments``: ids of the user's files the message carries (checked
+    here, with the model: ``attachments.py``).
     ``replace_from``: edit or regenerate — the id of a user message of the
     conversation; it and every later message go (``_truncate_from``) and
     this message takes their place.
@@ -301,7 +305,7 @@ def run_start(
         return _run_create(user=user, conversation=conversation, content=content, options=options,
                            on_active=on_active, idempotency_key=idempotency_key,
                            continued_rounds=continued_rounds or [], images=images or [],
-                           replace_from=replace_from)
+                           attachments=attachments or [], replace_from=replace_from)
     except IntegrityError:
         replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
         if replay is None:
@@ -319,10 +323,13 @@ def _run_create(
     idempotency_key: str,
     continued_rounds: list[dict],
     images: list[str],
+    attachments: list[str],
     replace_from: str | None = None,
 ) -> Run:
-    if not content.strip() and not images:
-        raise InvalidRequest("The message is empty: send some text.", details={"field": "content"})
+    if not content.strip() and not images and not attachments:
+        raise InvalidRequest("The message is empty: send some text in 'content', or attach a file.",
+                             details={"field": "content"})
+    check_attachment_count(attachments)
     if len(content) > settings.CHATFORGE_MAX_MESSAGE_CHARS:
         raise InvalidRequest(
             f"The message is {len(content)} characters long; the limit is "
@@ -330,7 +337,7 @@ def _run_create(
             details={"field": "content"},
         )
     now = timezone.now()
-    title = "" if conversation.title else (content.strip().splitlines() or ["(image)"])[0][:80]
+    title = "" if conversation.title else (content.strip().splitlines() or ["(image)" if images else "(files)"])[0][:80]
     with transaction.atomic():
         active_runs, catalog_version = _lock_conversation_listing_active_runs(conversation, user, now=now,
                                                                               title=title)
@@ -356,7 +363,7 @@ def _run_create(
                     "before editing or regenerating a message.",
                     details={"active_run_id": str(active.id)},
                 )
-            _truncate_from(conversation, replace_from)
+            _truncate_from(conversation, replace_from)  # frees the files of the messages it deletes
         if active is not None and on_active == OnActive.REJECT:
             raise RunActive(
                 f"This conversation has a run in progress ({active.id}). Wait for it, cancel it, or "
@@ -364,9 +371,13 @@ def _run_create(
                 "(cancels it, then starts).",
                 details={"active_run_id": str(active.id)},
             )
+        files = attachments_checked(user=user, conversation=conversation, file_ids=attachments, model=model)
+        if files:
+            # The first turn waits for their text (attachments.wait_for_attachments).
+            stored_options[ATTACHMENTS_OPTION] = [str(f.pk) for f in files]
         message = Message(
             conversation=conversation, role=Message.Role.USER, content=content,
-            content_json=content_parts(content, images),
+            content_json=content_parts(content, images, [f.pk for f in files]),
         )
         run = Run(
             conversation=conversation,
@@ -382,6 +393,7 @@ def _run_create(
         )
         # The three rows in one statement (the ORM would send three).
         insert_all(message, run, LlmTurn(run=run, iteration=0, offered_tools=stored_options["max_iterations"] > 0))
+        attach(files=files, message=message)
         record.run_started(model)
         bind_run(run)  # the rest of the request's log lines name the run
         logger.info("run accepted", extra={"model": model, "queued_behind": str(active.id) if active else None})

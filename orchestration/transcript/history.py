@@ -17,6 +17,7 @@ from chatforge.conversations.selectors import (
 from chatforge.db.sql_rows import fetch_together, instances
 from chatforge.llm.providers.base import ChatMessage
 from chatforge.llm.providers.images import images_of
+from orchestration.transcript.attachment_content import attached_content, with_attachments
 from orchestration.transcript.rounds import expand_rounds, tool_rounds_from_ledger
 
 FORCED_FINAL_NOTE = (
@@ -34,13 +35,17 @@ def conversation_messages(run: Run, rows: list | None = None) -> list[ChatMessag
         messages.append(ChatMessage(role="system", content=system_prompt))
     if rows is None:
         rows = conversation_read(run.conversation_id).fetch()
-    for message in in_conversation_order(rows, before=run.user_message):
+    ordered = in_conversation_order(rows, before=run.user_message)
+    attached = attached_content(m for m in ordered if m.role == Message.Role.USER)
+    for message in ordered:
         if message.role == Message.Role.ASSISTANT:
             messages.extend(expand_rounds(message.tool_rounds or []))
             if message.content:
                 messages.append(ChatMessage(role="assistant", content=message.content))
         elif message.role == Message.Role.USER:
-            messages.append(ChatMessage(role="user", content=message.content, images=images_of(message.content_json)))
+            files = attached.get(message.pk)
+            images = images_of(message.content_json) + (files.images if files else ())
+            messages.append(ChatMessage(role="user", content=with_attachments(message.content, files), images=images))
         elif message.role == Message.Role.SYSTEM:
             messages.append(ChatMessage(role="system", content=message.content))
     return messages

@@ -57,7 +57,6 @@ def test_an_image_reaches_a_vision_model_and_stays_in_the_history(stack, fake_ll
 
 
 @pytest.mark.parametrize(("model", "setup", "url", "text"), [
-    ("demo", None, PNG, "demo model does not look at images"),
     ("text-only", {"vision": False}, PNG, "not set up to take images"),
     ("ollama-vision", {"vision": True, "kind": "ollama"}, "https://example.com/cat.png", "inline only"),
 ])

@@ -199,3 +199,18 @@ def test_a_tool_not_asked_for_is_not_called_and_the_answer_quotes_any_other_tool
     _, first = run(history, tools=[*TOOLS, ORDERS])
     _, answer = run(history + tool_round(first, ['{"status": "shipped"}']), tools=[*TOOLS, ORDERS])
     assert answer.text == 'The lookup_order tool returned: {"status": "shipped"}.'
+
+
+def test_the_demo_says_what_was_attached_and_ignores_its_text_for_tools() -> None:
+    document = ('<file name="plan.txt" id="f1" type="text/plain">\n'
+                "What is 17*23? A plan in many words for the quarter ahead of us all\n</file>")
+    message = ChatMessage(role="user", content=f"Have a look\n\n{document}", images=("data:image/png;base64,AA==",))
+
+    deltas, result = run([message])
+
+    assert result.tool_calls == []  # the arithmetic in the document is not the user's question
+    assert "".join(deltas) == result.text == (
+        'You attached plan.txt (text/plain, 15 words of text), which begins: "What is 17*23? A plan in many '
+        'words for the quarter ahead…" You attached 1 image. I\'m the ChatForge demo model, so I only '
+        "report what arrived; a real model gets the documents' text and sees the images."
+    )

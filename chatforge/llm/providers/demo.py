@@ -39,6 +39,10 @@ CANNED_REPLY = (
     "to have me call it (e.g. 'lookup_order order_id=42')."
 )
 NOTHING_LEFT_REPLY = "I have no tool results to report."
+# A document attached to a message, as the history gives it to models
+# (orchestration/transcript/attachment_content.py).
+_FILE_BLOCK = re.compile(r'<file name="(?P<name>[^"]*)" id="[^"]*" type="(?P<type>[^"]*)">\n(?P<text>.*?)\n</file>',
+                         re.DOTALL)
 # Tools the demo understands by their own rules (_demo_intents.py); any other
 # offered tool is called when the message names it (_demo_catalog_intents.py).
 BUILT_IN_INTENT_TOOLS = {"get_time", "calculator", "echo"}
@@ -49,21 +53,26 @@ class _Conversation:
     """The part of the request the demo reasons about: the last user
     message and the tool round(s) that followed it."""
 
-    user_text: str
+    user_text: str  # without its attached documents' text
     user_turn: int  # how many user messages precede and include it
     calls: list[ToolCall]  # asked for after the last user message
     results: list[ChatMessage]  # tool messages after the last user message
+    documents: list[tuple[str, str, str]]  # (name, type, text) of its attached documents
+    images: tuple[str, ...]  # its images (data URLs)
 
     @classmethod
     def from_messages(cls, messages: list[ChatMessage]) -> _Conversation:
         user_positions = [i for i, m in enumerate(messages) if m.role == "user"]
         last_user = user_positions[-1] if user_positions else -1
         after = messages[last_user + 1 :]
+        text = (messages[last_user].content or "") if user_positions else ""
         return cls(
-            user_text=(messages[last_user].content or "") if user_positions else "",
+            user_text=_FILE_BLOCK.sub("", text).strip(),
             user_turn=len(user_positions),
             calls=[call for m in after if m.role == "assistant" for call in m.tool_calls],
             results=[m for m in after if m.role == "tool"],
+            documents=[(m["name"], m["type"], m["text"]) for m in _FILE_BLOCK.finditer(text)],
+            images=messages[last_user].images if user_positions else (),
         )
 
     @property
@@ -124,11 +133,32 @@ def tokens(text: str) -> list[str]:
 def compose_answer(conversation: _Conversation) -> str:
     """One sentence per tool result, or the canned introduction."""
     if not conversation.results:
-        return NOTHING_LEFT_REPLY if conversation.calls else CANNED_REPLY
+        if conversation.calls:
+            return NOTHING_LEFT_REPLY
+        return _attachments_reply(conversation) or CANNED_REPLY
     calls_by_id = {call.id: call for call in conversation.calls}
     sentences = [
         _sentence(result, calls_by_id.get(result.tool_call_id or "")) for result in conversation.results
     ]
+    return " ".join(sentences)
+
+
+def _attachments_reply(conversation: _Conversation) -> str:
+    """What the demo says of the files it was given: it reads nothing, but
+    it shows that they arrived and what a real model gets of them."""
+    sentences = []
+    for name, content_type, text in conversation.documents:
+        words = len(text.split())
+        opening = " ".join(text.split()[:12])
+        sentences.append(f"You attached {name} ({content_type}, {words:,} words of text), which begins: "
+                         f"\"{opening}{'…' if words > 12 else ''}\"")
+    if conversation.images:
+        count = len(conversation.images)
+        sentences.append(f"You attached {count} image{'s' if count > 1 else ''}.")
+    if not sentences:
+        return ""
+    sentences.append("I'm the ChatForge demo model, so I only report what arrived; a real model gets the "
+                     "documents' text and sees the images.")
     return " ".join(sentences)
 
 

@@ -11,7 +11,10 @@ inline_data, Ollama's base64 list).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
+
+from chatforge.files.message_parts import file_parts
 
 _DATA_URL = re.compile(r"data:(?P<mime>image/[a-z0-9.+-]+);base64,(?P<data>.*)", re.DOTALL)
 
@@ -22,13 +25,14 @@ def data_url_parts(url: str) -> tuple[str, str] | None:
     return (match["mime"], match["data"]) if match else None
 
 
-def content_parts(text: str, images: list[str] | tuple[str, ...]) -> list[dict[str, Any]] | None:
+def content_parts(text: str, images: Sequence[str], file_ids: Sequence[Any] = ()) -> list[dict[str, Any]] | None:
     """What ``Message.content_json`` stores for a user message with images
-    (None without: the text alone is the message)."""
-    if not images:
+    or attached files (``chatforge/files/message_parts.py``); None without:
+    the text alone is the message."""
+    if not images and not file_ids:
         return None
     parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-    return parts + [{"type": "image_url", "image_url": {"url": url}} for url in images]
+    return parts + [{"type": "image_url", "image_url": {"url": url}} for url in images] + file_parts(file_ids)
 
 
 def images_of(content_json: Any) -> tuple[str, ...]:
