@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from jsonschema.exceptions import WEAK_MATCHES, ValidationError, best_match
 
 from tools import messages
+from tools.files import FileAccess, file_id_arguments, no_file_access, no_such_file
 
 if TYPE_CHECKING:  # tools.base builds its validator with strict_schema from here
     from tools.base import Tool
@@ -30,6 +31,11 @@ MAX_REPORTED_PROBLEMS = 5
 
 class RejectedArguments(Exception):
     """The arguments cannot be passed to the handler; ``str(exc)`` is the model-facing text."""
+
+
+class FilesUnavailable(Exception):
+    """The tool takes file ids but the call belongs to no conversation (a tool
+    run by hand, say): final, not the model's to fix; ``str(exc)`` says so."""
 
 
 def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
@@ -63,6 +69,22 @@ def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> None:
     if len(errors) > MAX_REPORTED_PROBLEMS:
         problems.append(f"and {len(errors) - MAX_REPORTED_PROBLEMS} more problems")
     raise RejectedArguments(messages.invalid_arguments(tool.name, problems))
+
+
+def check_file_arguments(tool: Tool, arguments: dict[str, Any], files: FileAccess | None) -> None:
+    """Every argument the schema declares a file id (``{"type": "string",
+    "format": "file-id"}``, at the top level or as the items of a top-level
+    array) must name a file of the call's conversation; the model is told
+    which do not, and where to look. Asks ``files`` once per id given."""
+    named = list(file_id_arguments(tool.parameters, arguments))
+    if not named:
+        return
+    if files is None:
+        raise FilesUnavailable(f"Error executing tool '{tool.name}': {no_file_access(tool.name)}")
+    problems = [f"{path}: {no_such_file(value).removesuffix('.')}" for path, value in named
+                if files.info(value) is None]
+    if problems:
+        raise RejectedArguments(messages.invalid_arguments(tool.name, problems[:MAX_REPORTED_PROBLEMS]))
 
 
 # Keywords that already say what happens to undeclared properties: such a

@@ -11,13 +11,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from tools.arguments import strict_schema
 from tools.redaction import SecretsSeen
+
+if TYPE_CHECKING:
+    from tools.files import FileAccess
 
 SideEffects = Literal["read_only", "idempotent", "not_idempotent"]
 _SIDE_EFFECTS: frozenset[str] = frozenset({"read_only", "idempotent", "not_idempotent"})
@@ -97,6 +100,11 @@ class ToolContext:
     # Every secret value handed to this call; the executor scrubs them from
     # its result, error and logs (tools.redaction).
     secrets_seen: SecretsSeen = field(default_factory=SecretsSeen, compare=False, repr=False)
+
+    # The files of the run's conversation (tools.files): to read the files
+    # the model names and to save the files the tool returns. None outside a
+    # conversation's run (a tool run by hand in the admin, say).
+    files: FileAccess | None = field(default=None, compare=False, repr=False)
 
     def secret(self, name: str) -> str | None:
         """The calling user's secret ``name``, or None (recorded for scrubbing)."""

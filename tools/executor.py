@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
 from tools import messages
-from tools.arguments import RejectedArguments, parse_arguments, validate_arguments
+from tools.arguments import (
+    FilesUnavailable,
+    RejectedArguments,
+    check_file_arguments,
+    parse_arguments,
+    validate_arguments,
+)
 from tools.backoff import backoff_delay
 from tools.base import Tool, ToolContext
 from tools.errors import ToolArgumentError, ToolError, TransientToolError
@@ -194,8 +200,11 @@ def execute_tool(
         return finish(_model_error(str(exc), "bad_arguments"), attempts=0)
     try:
         validate_arguments(tool, parsed)
+        check_file_arguments(tool, parsed, context.files)
     except RejectedArguments as exc:
         return finish(_model_error(str(exc), "validation"), attempts=0)
+    except FilesUnavailable as exc:
+        return finish(_Attempt(status="error", error=str(exc), error_kind="execution"), attempts=0)
 
     attempts = 0
     while True:
