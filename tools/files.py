@@ -150,7 +150,9 @@ def _described(file: FileInfo | ReturnedFile) -> str:
     return f"\"{info['name']}\" (id {info['id']}, {info['content_type']}, {info['size']} bytes)"
 
 
-def file_id_arguments(parameters: Mapping[str, Any], arguments: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+def file_id_arguments(
+    parameters: Mapping[str, Any], arguments: Mapping[str, Any]
+) -> Iterator[tuple[str, Any]]:
     """``(json path, value)`` of every argument the schema says is a file id:
     top-level properties of format ``file-id``, and the items of top-level
     arrays whose ``items`` are. Values that are not strings are left to the
@@ -165,7 +167,7 @@ def file_id_arguments(parameters: Mapping[str, Any], arguments: Mapping[str, Any
         if _is_file_id(schema):
             if isinstance(value, str):
                 yield f"$.{name}", value
-        elif isinstance(schema.get("items"), Mapping) and _is_file_id(schema["items"]) and isinstance(value, list):
+        elif _is_file_id_array(schema) and isinstance(value, list):
             for index, item in enumerate(value):
                 if isinstance(item, str):
                     yield f"$.{name}[{index}]", item
@@ -176,12 +178,14 @@ def declares_file_ids(parameters: Mapping[str, Any]) -> bool:
     properties = parameters.get("properties")
     if not isinstance(properties, Mapping):
         return False
-    return any(
-        isinstance(schema, Mapping)
-        and (_is_file_id(schema) or (isinstance(schema.get("items"), Mapping) and _is_file_id(schema["items"])))
-        for schema in properties.values()
-    )
+    return any(isinstance(schema, Mapping) and (_is_file_id(schema) or _is_file_id_array(schema))
+               for schema in properties.values())
 
 
 def _is_file_id(schema: Mapping[str, Any]) -> bool:
     return schema.get("format") == FILE_ID_FORMAT
+
+
+def _is_file_id_array(schema: Mapping[str, Any]) -> bool:
+    items = schema.get("items")
+    return isinstance(items, Mapping) and _is_file_id(items)

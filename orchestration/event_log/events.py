@@ -213,8 +213,11 @@ def tool_retry(ref: RunRef, *, tool_call_id: str, attempt: int, error: str) -> N
 
 
 def tool_output(
-    ref: RunRef, *, tool_call_id: str, name: str, output: str, status: str, execution_time_ms: int
+    ref: RunRef, *, tool_call_id: str, name: str, output: str, status: str, execution_time_ms: int,
+    files: Sequence[dict[str, Any]] | None = None,
 ) -> None:
+    """``files``: those the call saved to the conversation, ``[{id, name,
+    content_type, kind, size}]``; the key is left out when it saved none."""
     _publish_on_commit(
         ref,
         "tool_output",
@@ -224,6 +227,7 @@ def tool_output(
             "output": output,
             "status": status,
             "execution_time_ms": execution_time_ms,
+            **({"files": list(files)} if files else {}),
         },
         dedupe_key=f"tool_output:{tool_call_id}",
     )

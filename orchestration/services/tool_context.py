@@ -1,4 +1,5 @@
-"""The context a tool call runs with: who it is for, and their secrets."""
+"""The context a tool call runs with: who it is for, their secrets, and the
+files of the conversation it belongs to."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Mapping
 
 from chatforge.accounts.secrets import secret_lookup_for
 from orchestration.event_log import get_event_log
+from orchestration.services.tool_files import conversation_files_for
 from tools.base import ToolContext
 
 
@@ -15,15 +17,21 @@ def tool_context_for(
     run_id: str | None = None,
     tool_call_id: str | None = None,
     user_ciphertexts: Mapping[str, str] | None = None,
+    conversation_id: str | None = None,
 ) -> ToolContext:
     """``user_ciphertexts``: the user's secrets if already read (the engine's
-    claim reads them with the step); otherwise they are read here."""
+    claim reads them with the step); otherwise they are read here.
+    ``conversation_id``: the run's conversation, whose files the call may
+    read and add to (``ToolContext.files``; None without one). Nothing is
+    read until the tool asks."""
     return ToolContext(
         run_id=run_id,
         tool_call_id=tool_call_id,
         user_id=user_id,
         secret_lookup=secret_lookup_for(user_id, ciphertexts=user_ciphertexts) if user_id is not None else None,
         cancel_check=_run_ended(run_id) if run_id is not None else None,
+        files=conversation_files_for(user_id=user_id, conversation_id=conversation_id, run_id=run_id,
+                                     tool_call_id=tool_call_id),
     )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -39,7 +40,9 @@ from chatforge.scheduling.usage import take_tool_call
 from orchestration.event_log import events
 from orchestration.queueing import dispatch
 from orchestration.services.tool_context import tool_context_for
+from orchestration.services.tool_files import ConversationFiles, files_returned_by
 from tools.executor import ToolResult, execute_tool
+from tools.files import FileAccess, FileInfo, ReturnedFile, returned_files_line
 
 from .approval_policy import APPROVAL_MODE, APPROVAL_TOOLS, UNATTENDED_DENY, unattended_output
 from .call_record import CountedOff, count_off, record_call_and_count_off
@@ -112,19 +115,24 @@ def _repeat_result(inv: ToolInvocation) -> ToolResult | None:
     )
 
 
-def record_result(inv: ToolInvocation, result: ToolResult, *, from_status: str = "running") -> None:
+def record_result(inv: ToolInvocation, result: ToolResult, *, from_status: str = "running",
+                  files: Sequence[FileInfo] = ()) -> None:
     """Record the output and count the call off its round, atomically
     (one statement on Postgres, ``call_record.py``; a transaction
     elsewhere). ``from_status``: the state the call must still be in
     (``running`` for a delivery that ran it; ``awaiting_approval`` for a
-    call denied unrun)."""
-    output = result.output_text()
+    call denied unrun). ``files``: those the call saved (``tool_files``):
+    named on the result, in its ``tool_output`` event, and in a line after
+    the output the model reads (after the output limit's cut, so the ids
+    always reach it)."""
+    output = result.output_text() + (returned_files_line(files) if files else "")
+    returned = [file.returned() for file in files]
     now = timezone.now()
     run = inv.run
     values = {
         "status": result.status,
         "output": output,
-        "result": result.as_dict(),
+        "result": {**result.as_dict(), **({"files": returned} if returned else {})},
         **({"error": result.error} if result.error else {}),  # a success keeps the last retry's error
         "attempts": result.attempts,
         "duration_ms": result.execution_time_ms,
@@ -136,13 +144,13 @@ def record_result(inv: ToolInvocation, result: ToolResult, *, from_status: str =
         # rather than in a turn: that decision stays in the transaction below.
         outcome = record_call_and_count_off(inv, values, from_status=from_status, now=now, offer_tools_below=cap)
         if outcome.recorded:
-            _counted_off(inv, result, output, outcome.counted)
+            _counted_off(inv, result, output, outcome.counted, returned)
         return
     with transaction.atomic():
         if not update_where(ToolInvocation, values, pk=inv.pk, status=from_status):
             return  # a parallel delivery recorded it first (and counted it)
         counted = count_off(inv, now)
-        if not _counted_off(inv, result, output, counted):
+        if not _counted_off(inv, result, output, counted, returned):
             return
         if round_awaits_client(run, inv.iteration):
             # The server's calls are done; the client's are the client's to run.
@@ -152,7 +160,8 @@ def record_result(inv: ToolInvocation, result: ToolResult, *, from_status: str =
         dispatch.llm_turn(run, counted.iteration)
 
 
-def _counted_off(inv: ToolInvocation, result: ToolResult, output: str, counted: CountedOff | None) -> bool:
+def _counted_off(inv: ToolInvocation, result: ToolResult, output: str, counted: CountedOff | None,
+                 files: list[ReturnedFile] | None = None) -> bool:
     """What follows a recorded call's count-off: its output to clients,
     and, when it ended its round, the next turn sent (if the statement
     created it) or the run cancelled. Returns whether the round ended and
@@ -162,7 +171,7 @@ def _counted_off(inv: ToolInvocation, result: ToolResult, output: str, counted: 
         return False  # the run has ended (or left this round)
     run = inv.run
     events.tool_output(ref(run), tool_call_id=inv.tool_call_id, name=inv.name, output=output,
-                       status=result.status, execution_time_ms=result.execution_time_ms)
+                       status=result.status, execution_time_ms=result.execution_time_ms, files=files)
     if counted.pending > 0:
         return False  # other calls of the round are still running
     if counted.cancel_requested:
@@ -207,6 +216,17 @@ def _quota_result(inv: ToolInvocation) -> ToolResult | None:
     return _error_result(inv.name, refusal, "quota")
 
 
+def _returned_files(inv: ToolInvocation, handle: FileAccess | None) -> list[FileInfo]:
+    """The files the call saved, looked up by its run and call id: when this
+    delivery saved any, or when an earlier delivery may have (a redelivery
+    whose handler saved nothing this time still reports them). A call that
+    saved none costs no statement."""
+    saved_now = isinstance(handle, ConversationFiles) and handle.saved_any
+    if not saved_now and inv.deliveries <= 1:
+        return []
+    return files_returned_by(run_id=str(inv.run_id), tool_call_id=inv.tool_call_id)
+
+
 def _run_claimed_call(inv: ToolInvocation, started: float) -> None:
     run_id, run = str(inv.run_id), inv.run
     bind_run(run)
@@ -214,6 +234,7 @@ def _run_claimed_call(inv: ToolInvocation, started: float) -> None:
     if step_must_stop(run):
         return
     result = _preset_result(inv) or _repeat_result(inv) or _quota_result(inv)
+    handle: FileAccess | None = None
     if result is None:
         # The tool may take its whole timeout: its database connection goes
         # back to the pool meanwhile, so a tools_io worker's threads waiting
@@ -221,13 +242,16 @@ def _run_claimed_call(inv: ToolInvocation, started: float) -> None:
         release_connections()
         with step_lease(run_id, inv), step_span("tool.call", **{"chatforge.run_id": run_id, "chatforge.tool": inv.name,
                                                                  "chatforge.tool_call_id": inv.tool_call_id}):
+            context = tool_context_for(user_id=run.user_id, run_id=run_id, tool_call_id=inv.tool_call_id,
+                                       user_ciphertexts=extras_of(inv).user_ciphertexts,
+                                       conversation_id=str(run.conversation_id))
             result = execute_tool(
                 get_catalog(),
                 inv.name,
                 inv.arguments,
-                context=tool_context_for(user_id=run.user_id, run_id=run_id, tool_call_id=inv.tool_call_id,
-                                         user_ciphertexts=extras_of(inv).user_ciphertexts),
+                context=context,
                 on_retry=lambda attempt, error: _record_failed_attempt(run, inv, attempt, error),
             )
-    record_result(inv, result)
+        handle = context.files
+    record_result(inv, result, files=_returned_files(inv, handle))
     record.step_overhead("tool_call", time.perf_counter() - started - result.execution_time_ms / 1000)

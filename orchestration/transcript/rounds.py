@@ -9,10 +9,11 @@ and their results. The same functions serve the final assistant message
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.llm.providers.base import ChatMessage, ToolCall
+from tools.files import ReturnedFile
 
 INTERRUPTED_OUTPUT = "Error: this tool call did not finish because the run ended first."
 # A call to a /v1 client's own tool as the run that made it stores it: the
@@ -35,6 +36,9 @@ class RoundResult(TypedDict):
     output: str
     status: str
     execution_time_ms: int
+    # The files the call saved to the conversation (only when it saved any);
+    # ``output`` already names them for the model.
+    files: NotRequired[list[ReturnedFile]]
 
 
 class ToolRound(TypedDict):
@@ -64,15 +68,17 @@ def tool_rounds_from_ledger(
             else:
                 output = inv.output if finished else INTERRUPTED_OUTPUT
                 status = inv.status if finished else "cancelled"
-            results.append(
-                {
-                    "tool_call_id": call["id"],
-                    "name": call["name"],
-                    "output": output,
-                    "status": status,
-                    "execution_time_ms": (inv.duration_ms or 0) if finished else 0,
-                }
-            )
+            result: RoundResult = {
+                "tool_call_id": call["id"],
+                "name": call["name"],
+                "output": output,
+                "status": status,
+                "execution_time_ms": (inv.duration_ms or 0) if finished else 0,
+            }
+            files = (inv.result or {}).get("files") if finished and isinstance(inv.result, dict) else None
+            if files:
+                result["files"] = files
+            results.append(result)
         rounds.append(
             {
                 "iteration": turn.iteration,

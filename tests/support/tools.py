@@ -9,7 +9,8 @@ import time
 import redis
 
 from tools.base import Tool, ToolContext, ToolPolicy
-from tools.errors import TransientToolError
+from tools.errors import ToolError, TransientToolError
+from tools.files import FILE_ID
 
 # Where count_effect records its effects (tests read it back).
 EFFECTS_REDIS_URL = os.environ.get("CHATFORGE_TEST_EFFECTS_REDIS_URL", "redis://127.0.0.1:6379/8")
@@ -48,6 +49,23 @@ def _flaky_once(args: dict, ctx: ToolContext) -> str:
     if attempt == 1:
         raise TransientToolError("upstream answered 503 Service Unavailable")
     return "worked on attempt %d" % attempt
+
+
+def _save_report(args: dict, ctx: ToolContext) -> dict:
+    """Returns a file: a small CSV saved to the conversation (files tests)."""
+    if ctx.files is None:
+        raise ToolError("save_report needs a conversation")
+    text = args.get("text", "city,people\nOslo,700000\n")
+    info = ctx.files.save(args.get("name", "report.csv"), text.encode())
+    return {"saved": info.name}
+
+
+def _file_size(args: dict, ctx: ToolContext) -> dict:
+    """Takes a file-id argument and reads the file's bytes (files tests)."""
+    if ctx.files is None:  # the executor refuses the call first; this keeps the type checker told
+        raise ToolError("file_size needs a conversation")
+    with ctx.files.open_bytes(args["file_id"]) as handle:
+        return {"bytes": len(handle.read())}
 
 
 _NO_ARGS = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -99,5 +117,20 @@ TOOLS = [
         },
         handler=_slow_effect,
         policy=ToolPolicy(timeout_s=90, side_effects="not_idempotent"),
+    ),
+    Tool(
+        name="save_report",
+        description="Test tool: saves a CSV file.",
+        parameters={"type": "object", "properties": {"name": {"type": "string"}, "text": {"type": "string"}},
+                    "additionalProperties": False},
+        handler=_save_report,
+        policy=ToolPolicy(side_effects="idempotent"),
+    ),
+    Tool(
+        name="file_size",
+        description="Test tool: the size of a file-id argument.",
+        parameters={"type": "object", "properties": {"file_id": FILE_ID}, "required": ["file_id"],
+                    "additionalProperties": False},
+        handler=_file_size,
     ),
 ]
