@@ -13,7 +13,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatforge.settings")
 
 # GuardedTask: acknowledging a message whose broker connection was lost is
 # logged, not raised (chatforge/workers/broker_guard.py, decision 0011).
-app = Celery("chatforge", include=["orchestration.tasks"], task_cls="chatforge.workers.broker_guard:GuardedTask")
+# Task modules besides the engine's: the reading of documents' text (chatforge/files/tasks.py).
+app = Celery(
+    "chatforge",
+    include=["orchestration.tasks", "chatforge.files.tasks"],
+    task_cls="chatforge.workers.broker_guard:GuardedTask",
+)
 # Django's CELERY_* settings, copied into a plain mapping when Celery first
 # reads its configuration (chatforge/workers/celery_config.py).
 app.config_from_object("chatforge.workers.celery_config:CELERY", namespace="CELERY")

@@ -82,6 +82,8 @@ CELERY_TASK_ROUTES = {
     "chatforge.tool_call_io": _straight_to("tools_io"),
     "chatforge.finalize_run": _straight_to("default"),
     "chatforge.sweep_stalled_runs": _straight_to("default"),
+    # A document's text, read after its upload (chatforge/files/tasks.py).
+    "chatforge.read_file_text": _straight_to("tools"),
 }
 # Every queue a task is routed to: the embedded worker consumes them all,
 # and /metrics reports the depth of each.
