@@ -42,17 +42,37 @@ elif CHATFORGE_FILES_STORAGE == "s3":
             "CHATFORGE_FILES_STORAGE=s3 needs CHATFORGE_FILES_S3_BUCKET (and the bucket's credentials in "
             "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the host's role)."
         )
+    # Imported here: only an S3 deployment pays for boto3 at start-up.
+    from boto3.s3.transfer import TransferConfig as _TransferConfig
+
     _files_storage = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
             "bucket_name": CHATFORGE_FILES_S3_BUCKET,
+            # Empty: AWS itself. Another S3-compatible store (MinIO, Ceph,
+            # R2...) by URL; botocore then addresses buckets by path.
             "endpoint_url": CHATFORGE_FILES_S3_ENDPOINT_URL or None,
             "region_name": CHATFORGE_FILES_S3_REGION or None,
-            # Private objects, never overwritten (our keys are unique), and no
-            # signed URLs handed out: downloads go through the API.
+            # Credentials are not settings of ours: django-storages and boto3
+            # read AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and
+            # AWS_SESSION_TOKEN), else boto3's chain (profile, web identity,
+            # instance role).
+            # Private objects (the bucket's own policy), never overwritten (our
+            # keys are unique). url() is never used, downloads go through the
+            # API's owner check; were it called, it would sign, not expose.
             "default_acl": None,
             "file_overwrite": False,
             "querystring_auth": True,
+            # A file opened for reading is downloaded into a spooled temporary
+            # file: beyond 1 MiB it goes to disk (django-storages' default, 0,
+            # keeps the whole object in memory).
+            "max_memory_size": 1024 * 1024,
+            # Uploads above 8 MiB go in 8 MiB parts, at most 4 in flight: each
+            # part in flight is held in memory, so this bounds what one upload
+            # costs a process (boto3's default, 10, is 80 MiB).
+            "transfer_config": _TransferConfig(
+                multipart_threshold=8 * 1024 * 1024, multipart_chunksize=8 * 1024 * 1024, max_concurrency=4,
+            ),
         },
     }
 else:
