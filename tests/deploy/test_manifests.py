@@ -32,6 +32,9 @@ IMAGE = "chatforge:latest"
 COMPOSE_ONLY_VARIABLES = {"POSTGRES_PASSWORD", "FLOWER_BASIC_AUTH", "CHATFORGE_LLM_WORKERS"}
 # Read by Flower itself, not by ChatForge's settings.
 FLOWER_VARIABLES = {"FLOWER_BASIC_AUTH"}
+# The files bucket's credentials: boto3's standard variables, read by boto3 and
+# django-storages rather than by ChatForge's settings (chatforge/settings/files.py).
+BOTO3_VARIABLES = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
 # Kubernetes versions whose API schemas the manifests must satisfy.
 K8S_VERSIONS = ("1.30.0", "1.37.0")
 # Every worker kind, each in the Procfile, the Makefile, compose and Kubernetes.
@@ -155,9 +158,9 @@ def test_settings_read_the_environment_only_through_recognised_calls():
 
 
 def test_env_example_documents_exactly_the_variables_the_settings_read():
-    documented = env_example()
-    assert set(documented) == SETTINGS_VARS, (
-        f"undocumented: {SETTINGS_VARS - set(documented)}; unknown: {set(documented) - SETTINGS_VARS}"
+    documented = set(env_example()) - BOTO3_VARIABLES
+    assert documented == SETTINGS_VARS, (
+        f"undocumented: {SETTINGS_VARS - documented}; unknown: {documented - SETTINGS_VARS}"
     )
     # Each variable has a comment right above it saying what its default is.
     lines = (DEPLOY / "env.example").read_text().splitlines()
@@ -300,7 +303,8 @@ def test_dockerfile():
     assert lines.index("COPY . .") < collect < next(i for i, line in enumerate(lines) if line.startswith("USER"))
     for line in (ROOT / "requirements.txt").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
-            assert re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[\w.]+", line.strip()), f"unpinned: {line}"
+            # A name, its extras if any (markitdown[docx,xlsx,pptx]), an exact version.
+            assert re.fullmatch(r"[A-Za-z0-9_.\-]+(\[[A-Za-z0-9_.,\-]+\])?==[\w.]+", line.strip()), f"unpinned: {line}"
     ignored = (DEPLOY / "Dockerfile.dockerignore").read_text().split()
     assert {".git", ".venv"} <= set(ignored)
 
@@ -374,14 +378,28 @@ def test_compose_runs_one_llm_worker_per_core_by_default():
     assert worker["deploy"]["replicas"] == "${CHATFORGE_LLM_WORKERS:-2}"
 
 
+def test_compose_shares_one_files_volume_between_web_and_every_worker():
+    """Web and workers read and write the same files (docs/files.md): with
+    local storage, the named volume holds CHATFORGE_FILES_DIR in each."""
+    config = compose()
+    services = config["services"]
+    assert "chatforge-files" in config["volumes"]
+    for name in ("web", *WORKERS):
+        environment = services[name]["environment"]
+        assert environment["CHATFORGE_FILES_STORAGE"] == "${CHATFORGE_FILES_STORAGE:-local}"
+        mounts = dict(volume.split(":", 1) for volume in services[name]["volumes"])
+        files_dir = environment["CHATFORGE_FILES_DIR"]
+        assert files_dir.startswith(mounts["chatforge-files"].rstrip("/") + "/"), name
+
+
 def test_compose_sets_only_variables_chatforge_reads():
     services = compose()["services"]
     for name in CHATFORGE_SERVICES:
-        unknown = set(services[name]["environment"]) - SETTINGS_VARS
+        unknown = set(services[name]["environment"]) - SETTINGS_VARS - BOTO3_VARIABLES
         assert not unknown, f"{name} sets variables no setting reads: {unknown}"
     text = (DEPLOY / "docker-compose.yml").read_text()
     interpolated = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", text))
-    assert interpolated - SETTINGS_VARS == COMPOSE_ONLY_VARIABLES
+    assert interpolated - SETTINGS_VARS - BOTO3_VARIABLES == COMPOSE_ONLY_VARIABLES
 
 
 # --- Kubernetes -----------------------------------------------------------------
@@ -448,7 +466,7 @@ def test_k8s_pods_run_the_same_image_and_real_commands():
 def test_k8s_config_and_secret_hold_only_chatforge_variables_and_placeholders():
     config = k8s_named("ConfigMap", "chatforge-config")["data"]
     secret = k8s_named("Secret", "chatforge-secrets")["stringData"]
-    assert set(config) <= SETTINGS_VARS and set(secret) <= SETTINGS_VARS | FLOWER_VARIABLES
+    assert set(config) <= SETTINGS_VARS and set(secret) <= SETTINGS_VARS | FLOWER_VARIABLES | BOTO3_VARIABLES
     assert not set(config) & set(secret)
     assert {"DJANGO_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY"} <= set(secret)
     assert secret["DJANGO_SECRET_KEY"] == secret["OPENAI_API_KEY"] == "CHANGE_ME"
@@ -528,6 +546,98 @@ def test_k8s_strict_validation_rejects_unknown_fields():
     deployment["spec"]["template"]["spec"]["terminationGracePeriodSecond"] = 150
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(deployment, K8S_VERSIONS[0], strict=True)
+
+
+# --- Files: a bucket, or the files-volume component ------------------------------
+
+FILES_VOLUME = K8S / "files-volume"
+FILES_PODS = {"chatforge-web", *(f"chatforge-{name}" for name in WORKERS)}
+
+
+def test_k8s_files_are_in_a_bucket_by_default():
+    """The pods' root filesystems are read-only and every node must see the
+    same files: the ConfigMap names a bucket, the Secret its credentials."""
+    config = k8s_named("ConfigMap", "chatforge-config")["data"]
+    secret = k8s_named("Secret", "chatforge-secrets")["stringData"]
+    assert config["CHATFORGE_FILES_STORAGE"] == "s3" and config["CHATFORGE_FILES_S3_BUCKET"]
+    assert BOTO3_VARIABLES <= set(secret) and {secret[name] for name in BOTO3_VARIABLES} == {"CHANGE_ME"}
+    for name in FILES_PODS:
+        assert pod_specs()[name]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def files_volume_rendered() -> dict[str, dict]:
+    """The base manifests with the files-volume component's patches applied as
+    kustomize applies strategic merge patches to these fields (maps merged,
+    containers matched by name, volumes and mounts appended), by name."""
+    import copy
+
+    component = yaml.safe_load((FILES_VOLUME / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component"
+    docs = {(d["kind"], d["metadata"]["name"]): copy.deepcopy(d) for d in k8s_docs() if d["kind"] != "Kustomization"}
+    for resource in component["resources"]:
+        for doc in load_all(FILES_VOLUME / resource):
+            docs[(doc["kind"], doc["metadata"]["name"])] = doc
+    for patch_ref in component["patches"]:
+        patch = yaml.safe_load((FILES_VOLUME / patch_ref["path"]).read_text())
+        target = patch_ref.get("target", {"kind": patch["kind"], "name": patch["metadata"]["name"]})
+        matched = [key for key in docs if key[0] == target["kind"] and re.fullmatch(target["name"], key[1])]
+        assert matched, f"{patch_ref['path']} matches nothing"
+        for key in matched:
+            doc = docs[key]
+            if patch["kind"] == "ConfigMap":
+                doc["data"].update(patch["data"])
+                continue
+            pod, pod_patch = doc["spec"]["template"]["spec"], patch["spec"]["template"]["spec"]
+            pod["securityContext"].update(pod_patch["securityContext"])
+            pod["volumes"] = pod.get("volumes", []) + pod_patch["volumes"]
+            for container_patch in pod_patch["containers"]:
+                [container] = [c for c in pod["containers"] if c["name"] == container_patch["name"]]
+                container["volumeMounts"] = container.get("volumeMounts", []) + container_patch["volumeMounts"]
+    return {f"{kind}/{name}": doc for (kind, name), doc in docs.items()}
+
+
+def test_k8s_files_volume_component_mounts_one_claim_in_web_and_every_worker():
+    rendered = files_volume_rendered()
+    config = rendered["ConfigMap/chatforge-config"]["data"]
+    assert config["CHATFORGE_FILES_STORAGE"] == "local"
+    claim = rendered["PersistentVolumeClaim/chatforge-files"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"], "pods on every node read the same files"
+    assert claim["metadata"]["namespace"] == "chatforge"
+    for name in FILES_PODS:
+        pod = rendered[f"Deployment/{name}"]["spec"]["template"]["spec"]
+        claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]
+                  if "persistentVolumeClaim" in v}
+        assert claims == {"files": "chatforge-files"}, name
+        mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
+        assert mounts[config["CHATFORGE_FILES_DIR"]] == "files", name
+        assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"], name
+    for name, doc in rendered.items():
+        if name.startswith("Deployment/") and doc["metadata"]["name"] not in FILES_PODS:
+            assert "files" not in {v["name"] for v in doc["spec"]["template"]["spec"]["volumes"]}, name
+    # The base's kustomization offers the component (commented out: a bucket is the default).
+    assert "#   - files-volume" in (K8S / "kustomization.yaml").read_text()
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_k8s_files_volume_component_validates_strictly(version):
+    for name, doc in files_volume_rendered().items():
+        if name.split("/")[1] in FILES_PODS | {"chatforge-files", "chatforge-config"}:
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_settings_load_with_the_files_volume_component():
+    values = {**_k8s_env(), **files_volume_rendered()["ConfigMap/chatforge-config"]["data"],
+              **_secret_placeholder_env()}
+    code = (
+        "import django; django.setup(); from django.conf import settings; "
+        "print(settings.STORAGES['chatforge_files']['BACKEND'], settings.CHATFORGE_FILES_DIR)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=base_env(**values),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["django.core.files.storage.FileSystemStorage", "/var/lib/chatforge/files"]
 
 
 # --- Autoscaling on queue depth (optional manifests) ----------------------------
