@@ -24,13 +24,15 @@ CHATFORGE_PUBLIC_API_DOCS: bool = env.bool("CHATFORGE_PUBLIC_API_DOCS", default=
 # origin (the few inline <style> blocks of our admin templates carry the
 # request's nonce), no plugins, no framing, forms post only to us. The
 # websockets and fetches of the pages go to the same origin ('self' covers
-# ws:/wss: of the same host in CSP level 3).
+# ws:/wss: of the same host in CSP level 3). Images may also be blob: URLs:
+# the chat page previews a chosen image from the browser's own copy
+# (URL.createObjectURL) while it uploads.
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": [SELF],
         "script-src": [SELF],
         "style-src": [SELF, NONCE],
-        "img-src": [SELF, "data:"],
+        "img-src": [SELF, "data:", "blob:"],
         "font-src": [SELF],
         "connect-src": [SELF],
         "object-src": [NONE],

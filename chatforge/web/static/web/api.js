@@ -35,3 +35,34 @@ export async function api(method, path, body) {
 export function pageData(id = "page-data") {
   return JSON.parse(document.getElementById(id).textContent);
 }
+
+// A multipart upload with progress, which fetch() cannot report: an
+// XMLHttpRequest with the same cookie, CSRF header and error message as
+// api(). ``onProgress(fraction)`` is called as the body goes out (0..1).
+// Returns {promise, abort}; the promise resolves to the JSON body, or
+// rejects with an ApiError (an aborted upload rejects with status 0 and
+// code "aborted").
+export function upload(path, formData, onProgress = () => {}) {
+  const xhr = new XMLHttpRequest();
+  const promise = new Promise((resolve, reject) => {
+    xhr.open("POST", path);
+    xhr.withCredentials = true;
+    xhr.setRequestHeader("X-CSRFToken", csrfToken);
+    xhr.setRequestHeader("Accept", "application/json");
+    xhr.upload.addEventListener("progress", (event) => {
+      if (event.lengthComputable && event.total > 0) onProgress(event.loaded / event.total);
+    });
+    xhr.addEventListener("load", () => {
+      let data = null;
+      try { data = xhr.responseText ? JSON.parse(xhr.responseText) : null; } catch { data = null; }
+      if (xhr.status >= 200 && xhr.status < 300) resolve(data);
+      else reject(new ApiError(xhr.status, data));
+    });
+    xhr.addEventListener("error", () => reject(new ApiError(0, {
+      error: { message: "The upload did not reach the server; check your connection and try again." },
+    })));
+    xhr.addEventListener("abort", () => reject(new ApiError(0, { error: { code: "aborted", message: "Cancelled." } })));
+    xhr.send(formData);
+  });
+  return { promise, abort: () => xhr.abort() };
+}

@@ -7,6 +7,7 @@
 // seen; without a saved state it replays the run from its first event.
 
 import { api, pageData } from "./api.js";
+import { ComposerFiles, storedFilesList } from "./attachments.js";
 import { applyEvent, newRunState, stateFromMessage, TERMINAL } from "./run_state.js";
 import { setUpDelete, setUpDrawer, setUpRename, setUpSearch, showConversationButtons } from "./conversations.js";
 import { addRegenerateButton, addTimestamp, addUserMessageActions, postReplacing } from "./message_actions.js";
@@ -90,6 +91,7 @@ function userArticle(message) {
   text.className = "round-text";
   text.textContent = message.content;
   article.append(header, text);
+  if (message.attachments && message.attachments.length) article.append(storedFilesList(message.attachments, "message-files"));
   addTimestamp(article, message.created_at || new Date().toISOString());
   if (message.id && conversationId) addUserMessageActions(article, message, sendReplacing());
   questions.set(article, message);
@@ -293,34 +295,62 @@ function addToSidebar(conversation) {
   document.getElementById("no-conversations")?.remove();
 }
 
+// Send waits for the uploads: a message names only files the server has.
+let sending = false;
+function updateSendButton() {
+  sendButton.disabled = sending || files.uploading();
+  sendButton.title = files.uploading() ? "Waiting for the files to upload" : "";
+}
+
+const files = new ComposerFiles({
+  list: document.getElementById("attachment-list"),
+  button: document.getElementById("attach-button"),
+  fileInput: document.getElementById("file-input"),
+  dropZones: [form, historyEl],
+  pasteTarget: form,
+  conversationId: () => conversationId,
+  onChange: () => updateSendButton(),
+});
+
 async function send(event) {
   event.preventDefault();
+  if (sending) return;
+  if (files.uploading()) { showError("Wait for the files to finish uploading."); return; }
   const content = input.value;
-  if (!content.trim()) { showError("Type a message first."); return; }
+  const attached = files.ready();
+  if (!content.trim() && !attached.length) { showError("Type a message first."); return; }
   showError("");
-  sendButton.disabled = true;
+  sending = true;
+  updateSendButton();
   try {
     if (!conversationId) {
-      const conversation = await api("POST", "/api/conversations/", { title: content.trim().slice(0, 80) });
+      const title = (content.trim() || attached[0].name).slice(0, 80);
+      const conversation = await api("POST", "/api/conversations/", { title });
       conversationId = conversation.id;
       history.replaceState(null, "", `/c/${conversationId}/`);
       document.getElementById("conversation-title").textContent = conversation.title;
       addToSidebar(conversation);
       showConversationButtons();
     }
-    const accepted = await api("POST", `/api/conversations/${conversationId}/messages/`, { content, ...runOptions() });
+    const body = { content, ...runOptions() };
+    if (attached.length) body.attachments = attached.map((f) => f.id);
+    const accepted = await api("POST", `/api/conversations/${conversationId}/messages/`, body);
     // Only now is the message safely stored: clear the box.
     input.value = "";
+    files.clear();
     document.getElementById("empty-state").hidden = true;
-    historyEl.append(userArticle({ id: accepted.message_id, content }));
+    historyEl.append(userArticle({ id: accepted.message_id, content, attachments: attached }));
     const article = createRunArticle(accepted.run_id);
     historyEl.append(article);
     follow(accepted.run_id, article, accepted.status);
     jumpToLatest();
   } catch (error) {
-    showError(error.message);
+    // Refused for one of its files (unreadable, or taken): that chip says why.
+    const refusedFile = error.details && error.details.field === "attachments" && error.details.file_id;
+    if (!(refusedFile && files.refuse(refusedFile, error.message))) showError(error.message);
   } finally {
-    sendButton.disabled = false;
+    sending = false;
+    updateSendButton();
     input.focus();
   }
 }

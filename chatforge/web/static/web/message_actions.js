@@ -30,7 +30,13 @@ export function addTimestamp(article, createdAt) {
   article.querySelector(".msg-header").append(time);
 }
 
-// ``send(replaceFrom, content)`` posts the message; it resolves once accepted.
+// The ids of the files a message carries: an edit or a regeneration sends
+// them again (the message it replaces gives them up: docs/files.md).
+function attachmentIds(message) {
+  return (message.attachments || []).map((file) => file.id);
+}
+
+// ``send(replaceFrom, content, attachments)`` posts the message; it resolves once accepted.
 export function addUserMessageActions(article, message, send) {
   const header = article.querySelector(".msg-header");
   const copy = addCopyButton(header, () => message.content);
@@ -42,7 +48,7 @@ export function addRegenerateButton(article, lastQuestion, send) {
   article.querySelector(".msg-header").append(
     button("Regenerate", "regenerate", async (event) => {
       event.target.disabled = true;
-      await submit(article, () => send(lastQuestion.id, lastQuestion.content), event.target);
+      await submit(article, () => send(lastQuestion.id, lastQuestion.content, attachmentIds(lastQuestion)), event.target);
     }),
   );
 }
@@ -77,9 +83,11 @@ function startEditing(article, message, send) {
   });
   box.addEventListener("submit", async (event) => {
     event.preventDefault();
-    if (!area.value.trim()) { error.textContent = "Type a message first."; error.hidden = false; return; }
+    if (!area.value.trim() && !attachmentIds(message).length) {
+      error.textContent = "Type a message first."; error.hidden = false; return;
+    }
     save.disabled = true;
-    await submit(article, () => send(message.id, area.value), save, error);
+    await submit(article, () => send(message.id, area.value, attachmentIds(message)), save, error);
   });
 }
 
@@ -96,6 +104,7 @@ async function submit(article, post, control, errorEl = null) {
 }
 
 export function postReplacing(conversationId, options) {
-  return (replaceFrom, content) => api("POST", `/api/conversations/${conversationId}/messages/`,
-    { ...options(), content, replace_from: replaceFrom, on_active: "reject" });
+  return (replaceFrom, content, attachments = []) => api("POST", `/api/conversations/${conversationId}/messages/`,
+    { ...options(), content, replace_from: replaceFrom, on_active: "reject",
+      ...(attachments.length ? { attachments } : {}) });
 }

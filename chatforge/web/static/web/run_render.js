@@ -4,6 +4,7 @@
 // Tool arguments and outputs go in as text, never as HTML; the model's text
 // is rendered as Markdown through the sanitiser (markdown.js).
 
+import { renderStoredFiles } from "./attachments.js";
 import { addCopyButton, renderMarkdown } from "./markdown.js";
 import { TERMINAL } from "./run_state.js";
 
@@ -132,6 +133,21 @@ function renderTool(card, tool) {
   renderApproval(card, tool);
 }
 
+// The files a tool returned, under its card and joined to it: outside the
+// card's <details>, so an image stays in view once the run folds its cards.
+function renderToolFiles(card, tool) {
+  let files = card.nextElementSibling;
+  if (!files || !files.classList.contains("tool-files")) {
+    if (!(tool.files && tool.files.length)) return;
+    files = el("ul", "file-list tool-files");
+    files.dataset.toolId = tool.id;
+    files.setAttribute("aria-label", `Files from ${tool.name}`);
+    card.after(files);
+  }
+  renderStoredFiles(files, tool.files);
+  card.classList.toggle("has-files", !files.hidden);
+}
+
 function roundElement(container, round, live) {
   let node = container.querySelector(`:scope > .round[data-iteration="${round.iteration}"]`);
   if (!node) {
@@ -157,6 +173,7 @@ function roundElement(container, round, live) {
       tools.append(card);
     }
     renderTool(card, tool);
+    renderToolFiles(card, tool);
   }
   return node;
 }

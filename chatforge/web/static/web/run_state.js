@@ -10,7 +10,8 @@
 //   iteration,                        // the model turn streaming now
 //   rounds: [{iteration, text, reasoning,
 //             tools: [{id, name, arguments, status, output, ms, attempts, lastError,
-//                      approval: null | {expiresAt, decision, reason, by, expired}}]}],
+//                      approval: null | {expiresAt, decision, reason, by, expired},
+//                      files: [{id, name, content_type, kind, size}]}]}],   // files the tool returned
 // }
 //
 // A tool's status is the ledger's (running, success, error, timeout,
@@ -50,7 +51,7 @@ function upsertTool(round, call) {
   if (!tool) {
     tool = {
       id: call.id, name: call.name, arguments: "", status: "running", output: "", ms: null, attempts: 1,
-      lastError: "", approval: null,
+      lastError: "", approval: null, files: [],
     };
     round.tools.push(tool);
   }
@@ -89,7 +90,7 @@ function decidedApprovals(state) {
 
 // The tool rounds of a stored message or a snapshot, in the API's shape:
 // [{iteration, assistant_response, tool_calls: [{id, name, arguments}],
-//   results: [{tool_call_id, output, status, execution_time_ms}]}]
+//   results: [{tool_call_id, output, status, execution_time_ms, files?}]}]
 function applyRounds(state, rounds) {
   for (const stored of rounds || []) {
     const round = roundFor(state, stored.iteration ?? 0);
@@ -101,6 +102,7 @@ function applyRounds(state, rounds) {
       tool.status = result.status === "pending" ? "running" : result.status;
       tool.output = result.output || "";
       tool.ms = result.execution_time_ms ?? null;
+      tool.files = result.files || [];
     }
   }
 }
@@ -202,7 +204,12 @@ export function applyEvent(state, event) {
     }
     case "tool_output": {
       const tool = findTool(state, d.tool_call_id);
-      if (tool) { tool.status = resultStatus(tool, d.status); tool.output = d.output || ""; tool.ms = d.execution_time_ms ?? null; }
+      if (tool) {
+        tool.status = resultStatus(tool, d.status);
+        tool.output = d.output || "";
+        tool.ms = d.execution_time_ms ?? null;
+        tool.files = d.files || [];
+      }
       break;
     }
     case "snapshot":
