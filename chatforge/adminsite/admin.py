@@ -1,4 +1,4 @@
 """Registers every domain's admin pages (Django's admin autodiscovery
 imports this module)."""
 
-from . import accounts, catalog, conversations, llm, mcp, scheduling  # noqa: F401
+from . import accounts, catalog, conversations, files, llm, mcp, scheduling  # noqa: F401

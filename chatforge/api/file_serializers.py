@@ -22,3 +22,14 @@ class FileSerializer(serializers.ModelSerializer):
 
     def get_content_url(self, file: StoredFile) -> str:
         return f"/api/files/{file.id}/content/"
+
+
+class FileUploadSerializer(serializers.Serializer):
+    """The upload form (``POST /api/files/``, multipart): described for the
+    schema; the view reads the parts itself, so the file is never read
+    twice."""
+
+    file = serializers.FileField(help_text="The file. Its type is read from its contents, not its name.")
+    conversation_id = serializers.UUIDField(
+        required=False, help_text="A conversation of yours to file it under (it is listed with its files)."
+    )

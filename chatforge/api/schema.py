@@ -185,3 +185,46 @@ MODEL_LIST = OpenApiExample(
 SECRET_NAMES = OpenApiExample("Secret names", value={"names": ["tavily_api_key", "anthropic_api_key"]},
                               response_only=True)
 SECRET_VALUE = OpenApiExample("Store a secret", value={"value": "tvly-…"}, request_only=True)
+
+# Files (docs/files.md).
+FILE = OpenApiExample(
+    "File",
+    value={"id": "5b0c1d2e-8f3a-4c6b-9d7e-1a2b3c4d5e6f", "name": "report.pdf", "content_type": "application/pdf",
+           "kind": "document", "size": 48213,
+           "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+           "created_at": "2026-01-01T10:00:00Z", "conversation_id": "3a6e14e8-20fb-47a6-88bb-f1cc4b4fe6c5",
+           "message_id": None, "source": "upload", "text_status": "pending", "text_error": "",
+           "content_url": "/api/files/5b0c1d2e-8f3a-4c6b-9d7e-1a2b3c4d5e6f/content/"},
+    response_only=True,
+    status_codes=["200", "201"],
+)
+FILE_TOO_LARGE = OpenApiExample(
+    "File too large",
+    value={"error": {"code": "file_too_large",
+                     "message": "The file is larger than the limit of 64.0 MiB (67108864 bytes) per file.",
+                     "details": {"limit_bytes": 67108864}}},
+    response_only=True,
+    status_codes=["413"],
+)
+FILE_QUOTA_EXCEEDED = OpenApiExample(
+    "File storage limit reached",
+    value={"error": {"code": "file_quota_exceeded",
+                     "message": "Storing this file (3.0 MiB) would go past your file storage limit: 1023.0 MiB of "
+                                "1.0 GiB is used. Delete files you no longer need, or ask the operator for more.",
+                     "details": {"used_bytes": 1072693248, "allowed_bytes": 1073741824, "file_bytes": 3145728}}},
+    response_only=True,
+    status_codes=["413"],
+)
+UNSUPPORTED_FILE_TYPE = OpenApiExample(
+    "Type not taken",
+    value={"error": {"code": "unsupported_file_type",
+                     "message": "This file's contents are video/mp4, which is not taken. Files taken: images (PNG, "
+                                "JPEG, GIF, WebP), PDF, Word (DOCX), Excel (XLSX), PowerPoint (PPTX), and UTF-8 "
+                                "text (plain, Markdown, CSV, HTML, code). The type is read from the contents: "
+                                "renaming a file does not change it.",
+                     "details": {"sniffed_as": "video/mp4",
+                                 "accepted": ["image/png", "image/jpeg", "image/gif", "image/webp",
+                                              "application/pdf", "…"]}}},
+    response_only=True,
+    status_codes=["415"],
+)

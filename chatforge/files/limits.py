@@ -38,8 +38,9 @@ def human_size(size: int) -> str:
 
 
 def too_large(*, limit: int) -> FileTooLarge:
+    exact = f" ({limit} bytes)" if limit >= 1024 else ""
     return FileTooLarge(
-        f"The file is larger than the limit of {human_size(limit)} ({limit} bytes) per file.",
+        f"The file is larger than the limit of {human_size(limit)}{exact} per file.",
         details={"limit_bytes": limit},
     )
 

@@ -30,6 +30,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import Resolver404, get_resolver, set_urlconf
 from django.utils.log import log_response
 
+from chatforge.serving.request_size import BodyTooLarge, body_limit, capped, declared_length, send_too_large
 from chatforge.serving.request_threads import RequestThreads
 
 
@@ -47,9 +48,23 @@ class OneHopASGIHandler(ASGIHandler):
     async def __call__(self, scope, receive, send) -> None:
         """Django's own, except that a request to a sync view runs on one of
         the process's request threads (request_threads.py) rather than on a
-        thread made for it."""
+        thread made for it, and a body over its limit is never read."""
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        # A body over the route's limit is refused before it is read (request_size.py).
+        limit = body_limit(scope)
+        if limit is not None:
+            length = declared_length(scope)
+            if length is not None and length > limit:
+                await send_too_large(scope, send)
+                return
+            receive = capped(receive, limit)
+        try:
+            await self._handle(scope, receive, send)
+        except BodyTooLarge:
+            await send_too_large(scope, send)  # raised while Django read the body: nothing was sent yet
+
+    async def _handle(self, scope, receive, send) -> None:
         if not self._serves_sync_view(scope):
             async with ThreadSensitiveContext():
                 await self.handle(scope, receive, send)
