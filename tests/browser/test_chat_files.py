@@ -2,9 +2,9 @@
 by the button, by pasting an image and by dropping a file, each uploaded at
 once with its progress, then a chip (removable; a refused file says the
 server's reason); sending them with the demo model, which says what arrived;
-the files on the sent message, after a reload too; a document whose text
-could not be read; files returned by a tool on its card; a phone's width in
-the dark theme."""
+the files on the sent message, after a reload too; Edit keeping them; a
+document whose text could not be read; files returned by a tool on its card
+(live and stored); a phone's width in the dark theme."""
 
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ from playwright.sync_api import Browser, Page, Route, expect
 from chatforge.conversations.models import Conversation, Message
 from chatforge.files.message_parts import file_parts
 from chatforge.files.models import StoredFile
-from tests.browser.chat_actions import last_reply
+from tests.browser.chat_actions import last_reply, send
 from tests.browser.conftest import PASSWORD
 from tests.browser.readability import sticking_out, unreadable
+from tests.fakes.openai_server import Reply
 from tests.support.files import image_file, stored_file
 from tests.support.stack import wait_for
 
@@ -235,6 +236,29 @@ def test_attach_paste_drop_remove_send_and_reload(page: Page, stack, browser_use
     expect(last_reply(page).locator(".round-text").last).to_contain_text("You attached more.csv")
 
 
+def test_editing_a_message_keeps_its_files(page: Page, stack, browser_user):
+    """Edit sends the question's files again: the message that replaces it
+    carries them, and the model gets them."""
+    user = browser_user("eve")
+    open_chat(page, stack, "eve")
+    choose(page, "notes.txt", "text/plain", NOTES)
+    expect(chip(page, "notes.txt")).to_have_attribute("data-state", "done")
+    page.fill("#message-input", "Summarise")
+    page.keyboard.press("Enter")
+    expect(last_reply(page)).to_have_attribute("data-status", "completed")
+
+    page.locator("article.user").last.get_by_role("button", name="Edit").click()
+    page.fill(".edit-box textarea", "Summarise it briefly")
+    page.click(".edit-box .save-edit")
+    edited = page.locator("article.user").last
+    expect(edited.locator(".round-text")).to_have_text("Summarise it briefly")
+    expect(edited.locator(".file-chip")).to_contain_text("notes.txt")
+    expect(last_reply(page)).to_have_attribute("data-status", "completed")
+    expect(last_reply(page).locator(".round-text").last).to_contain_text("You attached notes.txt")
+    notes = StoredFile.objects.get(user=user, name="notes.txt")
+    assert Message.objects.get(pk=notes.message_id).content == "Summarise it briefly"
+
+
 def test_unreadable_document_on_a_message_and_refused_at_send(page: Page, stack, browser_user):
     user = browser_user("gus")
     conversation = Conversation.objects.create(user=user, title="Broken file")
@@ -330,6 +354,38 @@ def test_files_from_a_tool_on_its_card(page: Page, stack, browser_user):
     expect(live.locator('.tool-files[data-tool-id="call-live"] .file-item')).to_have_count(2)
     expect(live.locator(".tool-files")).to_have_count(1)
     expect(live.locator('.tool-files[data-tool-id="call-live"] .file-chip')).to_contain_text("table.csv")
+
+
+def test_a_file_a_tool_saved_on_its_card_live_and_after_reload(page: Page, stack, browser_user, fake_model):
+    """The test tool save_report saves a CSV to the conversation: its card
+    shows it from the tool_output event, and again from the stored rounds."""
+    user = browser_user("kim")
+    report = "city,people\nOslo,700000\n"
+    model = fake_model("browser-tool-files", [
+        Reply(text="Saving it.", tool_calls=[("save_report", {"name": "cities.csv", "text": report})]),
+        Reply(text="Saved cities.csv."),
+    ])
+    open_chat(page, stack, "kim")
+    send(page, model, "Save the report")
+    reply = last_reply(page)
+    expect(reply).to_have_attribute("data-status", "completed")
+    saved = StoredFile.objects.get(user=user, name="cities.csv")
+    assert saved.source == "tool"
+
+    def saved_chip(reply):
+        card = reply.locator(".tool-card[data-tool-name=save_report]")
+        expect(card).to_have_attribute("data-status", "success")
+        return reply.locator(f'.tool-files[data-tool-id="{card.get_attribute("data-tool-id")}"] .file-chip')
+
+    live = saved_chip(reply)
+    expect(live).to_contain_text("cities.csv")
+    assert live.get_attribute("href") == f"/api/files/{saved.pk}/content/"
+    assert page.request.get(f"{stack.http_url}/api/files/{saved.pk}/content/").body() == report.encode()
+
+    page.reload()
+    stored = saved_chip(last_reply(page))
+    expect(stored).to_contain_text("cities.csv")
+    assert stored.get_attribute("href") == f"/api/files/{saved.pk}/content/"
 
 
 @pytest.fixture
