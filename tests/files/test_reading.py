@@ -320,6 +320,21 @@ def test_cells_are_counted_exactly_across_the_chunks_the_sheet_is_streamed_in(wr
         assert 1_000 < count_cells(archive, stop_after=1_000) < 60_000
 
 
+def test_an_office_document_with_more_markup_than_can_be_converted_in_time_is_refused(write):
+    path = write(docx_bytes([f"Paragraph number {i} of a long document." for i in range(400)]))
+
+    message = refusal(path, DOCX, max_markup_bytes=10_240)
+
+    assert message.startswith("The Word document (DOCX) holds ")
+    assert message.endswith("of text and markup, more than the 10 KB that can be read in the time a file has: "
+                            "split it into smaller documents and upload the part you need.")
+
+
+def test_the_default_caps_on_cells_and_markup():
+    limits = ReadingLimits()
+    assert (limits.max_cells, limits.max_markup_bytes) == (100_000, 8 * MIB)
+
+
 def test_a_presentation_gives_each_slide_its_text(write):
     path = write(pptx_bytes([("Roadmap", "Ship the files feature"), ("Risks", "Zip bombs")]))
 

@@ -45,10 +45,12 @@ class ReadingLimits:
       numbers 12x, a Word document of one paragraph repeated 50,000 times
       290x), zeros about 1,000x; small parts may exceed it harmlessly.
     - ``max_cells``: a workbook's cells, all sheets together, counted in the
-      sheets' XML before markitdown (pandas) reads it (docs/files.md gives
-      the measured cost per cell).
-    - ``max_markup_bytes``: the largest HTML page parsed (BeautifulSoup's
-      tree takes about ten times the page's size in memory).
+      sheets' XML before markitdown (pandas) reads it: 0.2-0.35 ms a cell
+      (docs/files.md), so 100,000 cells take 20-35 s.
+    - ``max_markup_bytes``: the most markup converted: an HTML page's bytes,
+      or the XML parts of a DOCX, PPTX or XLSX, unpacked. markitdown turns
+      markup into Markdown at 3-7 us a byte (docs/files.md): 8 MiB take
+      25-55 s, within the time a reading has.
     """
 
     max_pages: int = 2_000
@@ -57,8 +59,8 @@ class ReadingLimits:
     max_unpacked_bytes: int = 256 * MIB
     max_compression_ratio: int = 500
     ratio_floor_bytes: int = 4 * MIB
-    max_cells: int = 200_000
-    max_markup_bytes: int = 16 * MIB
+    max_cells: int = 100_000
+    max_markup_bytes: int = 8 * MIB
 
 
 def clean_text(text: str) -> str:

@@ -1,7 +1,8 @@
 """DOCX, XLSX and PPTX are zip archives: checked from their central
 directory before anything is unpacked, so a zip bomb (a small file that
-unpacks to gigabytes) is refused in milliseconds, and a workbook's cells
-are counted in its sheets' XML before a converter builds them in memory.
+unpacks to gigabytes) is refused in milliseconds, as is a document with
+more markup than can be converted in time; a workbook's cells are counted
+in its sheets' XML before a converter builds them in memory.
 
 Python's ``zipfile`` never unpacks more than a member's declared size (a
 member that claims less than it holds fails its CRC check when read), so
@@ -52,6 +53,13 @@ def _check_directory(members: list[zipfile.ZipInfo], *, label: str, limits: Read
             f"The {label} unpacks to {size_text(unpacked)}, more than the {size_text(limits.max_unpacked_bytes)} "
             "that can be read (it may be a zip bomb): split it into smaller documents, or remove large "
             "embedded media, and upload it again."
+        )
+    markup = sum(m.file_size for m in members if m.filename.endswith((".xml", ".rels")))
+    if markup > limits.max_markup_bytes:
+        raise UnreadableDocument(
+            f"The {label} holds {size_text(markup)} of text and markup, more than the "
+            f"{size_text(limits.max_markup_bytes)} that can be read in the time a file has: split it into "
+            "smaller documents and upload the part you need."
         )
     for member in members:
         if member.file_size <= limits.ratio_floor_bytes:
