@@ -95,6 +95,13 @@ bench-fairness: install-dev
 bench-relay: install-dev
 	$(PY) -m bench.relay
 
+## Documents read to text, in this process (no stack): a 100-page text PDF,
+## DOCX of 4,000 and 32,000 paragraphs, an HTML page, XLSX of 10,000 to
+## 100,000 cells, a PPTX, a zip bomb's refusal (~5 minutes; printed, see
+## docs/files.md "Reading documents")
+bench-file-reading: install-dev
+	$(PY) -m bench.file_reading
+
 ## Load at a real model's pace: 1, 20 and 100 runs at once, each answer 10 s
 ## of one SSE chunk per token at 50 tokens/s, each run on its own socket, on
 ## private Postgres and Redis; one LLM worker per core (~3 minutes; figures are
