@@ -45,6 +45,15 @@ elif CHATFORGE_FILES_STORAGE == "s3":
     # Imported here: only an S3 deployment pays for boto3 at start-up.
     from boto3.s3.transfer import TransferConfig as _TransferConfig
 
+    # How files are sent. Up to 64 MiB (CHATFORGE_MAX_FILE_BYTES' default),
+    # one PUT streamed from the file: s3transfer copies each part of a
+    # multipart upload into memory, but a single PUT reads the file as it
+    # sends. Bigger files go in 8 MiB parts, at most 4 in flight and 4 in
+    # memory (boto3's defaults, 10 of each, hold 80 MiB per upload).
+    _files_transfer = _TransferConfig(
+        multipart_threshold=64 * 1024 * 1024, multipart_chunksize=8 * 1024 * 1024, max_concurrency=4,
+    )
+    _files_transfer.max_in_memory_upload_chunks = 4  # s3transfer's own knob, not an argument of boto3's
     _files_storage = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
@@ -67,12 +76,7 @@ elif CHATFORGE_FILES_STORAGE == "s3":
             # file: beyond 1 MiB it goes to disk (django-storages' default, 0,
             # keeps the whole object in memory).
             "max_memory_size": 1024 * 1024,
-            # Uploads above 8 MiB go in 8 MiB parts, at most 4 in flight: each
-            # part in flight is held in memory, so this bounds what one upload
-            # costs a process (boto3's default, 10, is 80 MiB).
-            "transfer_config": _TransferConfig(
-                multipart_threshold=8 * 1024 * 1024, multipart_chunksize=8 * 1024 * 1024, max_concurrency=4,
-            ),
+            "transfer_config": _files_transfer,
         },
     }
 else:
