@@ -17,7 +17,7 @@ import pytest
 from tools.base import Tool, ToolContext
 from tools.builtin.files import LIST_FILES, READ_FILE
 from tools.errors import ToolArgumentError, TransientToolError
-from tools.executor import execute_tool
+from tools.executor import configure_output_limit, execute_tool, output_limit
 from tools.files import (
     FILE_ID,
     DEFAULT_PAGE_CHARS,
@@ -194,6 +194,19 @@ def test_read_file_pages_through_a_document() -> None:
         f"[report.txt: characters 0-10 of 26; the next page starts at offset 10 "
         f"(read_file with file_id=\"{DOC_ID}\", offset=10)]\nabcdefghij")
     assert second.result == "[report.txt: characters 20-26 of 26; this is the end of the text]\nuvwxyz"
+
+
+def test_a_page_fits_in_a_lower_output_limit() -> None:
+    before = output_limit()
+    configure_output_limit(610)
+    try:
+        result = execute_tool(registry_of(READ_FILE), "read_file", {"file_id": DOC_ID},
+                              context=ToolContext(files=_files()))
+    finally:
+        configure_output_limit(before)
+
+    assert result.result.startswith("[report.txt: characters 0-10 of 26; the next page starts at offset 10 ")
+    assert result.output_text() == result.result  # not cut by the limit's marker
 
 
 def test_read_file_of_an_image_says_it_has_no_text() -> None:

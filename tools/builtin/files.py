@@ -17,10 +17,14 @@ from typing import Any
 
 from tools.base import Tool, ToolContext, ToolPolicy
 from tools.errors import ToolError
+from tools.executor import output_limit
 from tools.files import DEFAULT_PAGE_CHARS, FILE_ID, FileAccess, FileInfo, no_file_access
 
 # Enough for any conversation a person keeps; the rest are counted.
 MAX_LISTED_FILES = 200
+# Room left in the output limit for read_file's header line (a long name and
+# id included), so that a page is never cut by the limit's marker.
+_HEADER_ROOM = 600
 
 _TEXT_STATE = {
     "ready": "readable",
@@ -56,7 +60,10 @@ def read_file(arguments: dict[str, Any], context: ToolContext) -> str:
     files = _files_of(context, "read_file")
     file_id: str = arguments["file_id"]
     offset: int = arguments.get("offset", 0)
-    page = files.read_text(file_id, offset=offset, limit=arguments.get("max_chars", DEFAULT_PAGE_CHARS))
+    # A deployment may set a lower output limit than a page: the page shrinks
+    # to fit, and the header says where the next one starts.
+    limit = min(arguments.get("max_chars", DEFAULT_PAGE_CHARS), max(1, output_limit() - _HEADER_ROOM))
+    page = files.read_text(file_id, offset=offset, limit=limit)
     name = page.name or file_id
     end = page.offset + len(page.text)
     if page.next_offset is not None:
