@@ -11,7 +11,7 @@ PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint-imports install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay lock worker-llm worker-tools worker-tools-io beat chat interop-openwebui
+.PHONY: run test lint-imports install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay bench-file-upload lock worker-llm worker-tools worker-tools-io beat chat interop-openwebui
 
 $(RUNTIME_STAMP): requirements.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -94,6 +94,13 @@ bench-fairness: install-dev
 ## streams on a private Redis (~40 seconds; printed, see docs/performance.md)
 bench-relay: install-dev
 	$(PY) -m bench.relay
+
+## A 50 MB file uploaded to POST /api/files/ of an embedded web process, three
+## times: throughput and the process's peak RSS against its RSS before (~1
+## minute; printed, see docs/files.md). FILE_UPLOAD_ARGS adds options
+## (--storage s3: a bucket on moto's S3 server on loopback).
+bench-file-upload: install-dev
+	$(PY) -m bench.file_upload $(FILE_UPLOAD_ARGS)
 
 ## Documents read to text, in this process (no stack): a 100-page text PDF,
 ## DOCX of 4,000 and 32,000 paragraphs, an HTML page, XLSX of 10,000 to
