@@ -55,7 +55,9 @@ def attachments_checked(
     check_attachment_count(file_ids)
     if not file_ids:
         return []
-    found = {str(f.pk): f for f in StoredFile.objects.select_for_update().filter(pk__in=file_ids, user=user)}
+    # Without their text (a document's can be megabytes): only its status is checked here.
+    found = {str(f.pk): f for f in StoredFile.objects.select_for_update().filter(pk__in=file_ids, user=user)
+             .defer("text")}
     missing = [i for i in file_ids if i not in found]
     if missing:
         raise InvalidRequest(
@@ -104,7 +106,7 @@ def attachments_of(messages: Sequence[Message]) -> dict[Any, list[StoredFile]]:
     ids = [i for file_ids in wanted.values() for i in file_ids]
     if not ids:
         return {}
-    found = {str(f.pk): f for f in StoredFile.objects.filter(pk__in=ids)}
+    found = {str(f.pk): f for f in StoredFile.objects.filter(pk__in=ids).defer("text")}
     # A file deleted since is left out (its message keeps its text).
     return {pk: [found[i] for i in file_ids if i in found] for pk, file_ids in wanted.items() if file_ids}
 

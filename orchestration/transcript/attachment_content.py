@@ -41,8 +41,7 @@ def attached_content(messages: Iterable[Any]) -> dict[Any, AttachedContent]:
     wanted = {pk: ids for pk, ids in wanted.items() if ids}
     if not wanted:
         return {}
-    found = {str(f.pk): f for f in StoredFile.objects.filter(pk__in=[i for ids in wanted.values() for i in ids])
-             .defer("text_error")}
+    found = {str(f.pk): f for f in StoredFile.objects.filter(pk__in=[i for ids in wanted.values() for i in ids])}
     return {pk: content_for([found[i] for i in ids if i in found]) for pk, ids in wanted.items()}
 
 
