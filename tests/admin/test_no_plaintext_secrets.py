@@ -31,7 +31,9 @@ from chatforge.accounts.crypto import decrypt, encrypt
 from chatforge.accounts.models import ApiToken, UserSecret
 from chatforge.accounts.secrets import user_secret_set
 from chatforge.accounts.tokens import api_token_create
+from chatforge.files.models import FileQuota
 from chatforge.llm.models import LanguageModel, Provider
+from tests.support.files import image_file
 
 from .crawl import admin_page_urls
 from .factories import make_traced_run, make_user
@@ -113,13 +115,15 @@ def planted(admin_client, admin_user) -> Planted:
     plaintexts.update(shown)
 
     run = make_traced_run(owner)
+    file = image_file(owner, conversation=run.conversation)
+    FileQuota.objects.create(user=owner, max_bytes=10 * 1024 * 1024)
     forbidden = set(plaintexts)
     for ciphertext in [*UserSecret.objects.values_list("ciphertext", flat=True),
                        *Provider.objects.exclude(api_key_ciphertext="").values_list("api_key_ciphertext", flat=True)]:
         forbidden |= {ciphertext, decrypt(ciphertext)}
     forbidden |= set(ApiToken.objects.values_list("key_hash", flat=True))
     return Planted(owner=owner, api_token=api_token, forbidden=forbidden, ids={
-        "conversation": str(run.conversation_id), "run": str(run.pk), "model": "stored-model",
+        "conversation": str(run.conversation_id), "run": str(run.pk), "model": "stored-model", "file": str(file.pk),
     })
 
 
@@ -138,12 +142,14 @@ def api_get_urls(ids: dict[str, str]) -> list[str]:
         f"/api/runs/{ids['run']}/",
         "/api/tools/", "/api/models/",
         "/api/secrets/",
+        "/api/files/", f"/api/files/{ids['file']}/", f"/api/files/{ids['file']}/content/",
+        f"/api/conversations/{ids['conversation']}/files/",
         "/v1/models", f"/v1/models/{ids['model']}",
     ]
 
 
 def assert_shows_nothing_secret(url: str, response, forbidden: set[str]) -> None:
-    body = b"".join(response.streaming_content) if response.streaming else response.content
+    body = b"".join(response) if response.streaming else response.content  # a file download streams asynchronously
     text = body.decode("utf-8", errors="replace")
     leaked = sorted(value for value in forbidden if value in text)
     assert not leaked, f"{url} shows {len(leaked)} secret value(s)"

@@ -12,8 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+
+from tests.support.files import PNG_BYTES
 
 pytestmark = pytest.mark.django_db
 
@@ -83,8 +86,11 @@ def test_every_api_route_answers_both_spellings_without_a_redirect(owner):
     conversation_id = owner.post("/api/conversations/", {}, content_type="application/json").json()["id"]
     run_id = owner.post(f"/api/conversations/{conversation_id}/messages/", {"content": "hi"},
                         content_type="application/json").json()["run_id"]
+    file_id = owner.post("/api/files/", {"file": SimpleUploadedFile("pixel.png", PNG_BYTES)}).json()["id"]
     values = {
         "conversations.pk": conversation_id,
+        "conversations.conversation_id": conversation_id,
+        "files.pk": file_id,
         "runs.pk": run_id,
         "runs.run_id": run_id,
         "runs.tool_call_id": "call_1",

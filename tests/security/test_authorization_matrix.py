@@ -27,7 +27,9 @@ from rest_framework.test import APIClient
 from chatforge.accounts.models import ApiToken, UserSecret
 from chatforge.accounts.secrets import user_secret_set
 from chatforge.conversations.models import Conversation, Run
+from chatforge.files.models import StoredFile
 from chatforge.realtime.routing import websocket_application, websocket_urlpatterns
+from tests.support.files import image_file
 from tests.realtime.communicator import WebsocketCommunicator
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -90,6 +92,18 @@ RULES: dict[str, list[Row]] = {
         Row("GET", "/api/conversations/{conversation}/messages/", _owner_only(200)),
         Row("POST", "/api/conversations/{conversation}/messages/", _owner_only(400), body={"content": ""}),
     ],
+    # Files: only ever the owner's; an upload without a multipart body is a 415 once signed in.
+    "file-list": [
+        Row("GET", "/api/files/", _all(200), must_not_show=("conversation", "run", "secret", "file")),
+        Row("POST", "/api/files/", _all(415), body={}),
+    ],
+    "file-detail": [
+        Row("GET", "/api/files/{file}/", _owner_only(200)),
+        Row("DELETE", "/api/files/{spare_file}/", _owner_only(204)),
+    ],
+    "file-content": [Row("GET", "/api/files/{file}/content/", _owner_only(200))],
+    "conversation-files": [Row("GET", "/api/conversations/{conversation}/files/", _owner_only(200),
+                               must_not_show=("conversation", "run", "secret", "file"))],
     "run-detail": [Row("GET", "/api/runs/{run}/", _owner_only(200))],
     "run-cancel": [Row("POST", "/api/runs/{run}/cancel/", _owner_only(202))],
     # The owner's empty body is a 400; anyone else's request, the run is not found.
@@ -161,6 +175,7 @@ def world(django_user_model, idle_broker) -> dict[str, Any]:
     accepted = owner_api.post(f"/api/conversations/{conversation}/messages/", {"content": "hello"}, format="json")
     assert accepted.status_code == 202, accepted.content
     user_secret_set(user=users[OWNER], name="matrix_key", value="matrix-secret-value")
+    owned = Conversation.objects.get(pk=conversation)
     return {
         "users": users,
         "tokens": tokens,
@@ -170,6 +185,8 @@ def world(django_user_model, idle_broker) -> dict[str, Any]:
             "run": accepted.json()["run_id"],
             "secret": "matrix_key",
             "token_id": ApiToken.objects.filter(user=users[OWNER]).first().pk,
+            "file": str(image_file(users[OWNER], conversation=owned).pk),
+            "spare_file": str(image_file(users[OWNER]).pk),
         },
     }
 
@@ -224,6 +241,8 @@ def test_route_answers_each_role_as_its_rule_says(world, route):
         assert ApiToken.objects.filter(pk=objects["token_id"], revoked_at__isnull=True).exists()
     if route != "conversation-detail":
         assert Conversation.objects.filter(pk=objects["spare_conversation"]).exists()
+    if route != "file-detail":
+        assert StoredFile.objects.filter(pk=objects["spare_file"]).exists()
 
 
 API_ROUTES = sorted(name for name, rows in RULES.items() if all(r.path.startswith("/api/") for r in rows))

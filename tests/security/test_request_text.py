@@ -27,6 +27,8 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from tests.support.files import image_file
+
 pytestmark = pytest.mark.django_db
 
 NUL = "a%00b"
@@ -82,14 +84,17 @@ def world(django_user_model, idle_broker, settings) -> dict[str, Any]:
                            content_type="application/json")
     assert accepted.status_code == 202, accepted.content
     user_secret_set(user=owner, name="walk_key", value="walk-secret")
+    file = image_file(owner)
     return {"client": client, "owner": owner, "conversation": conversation, "run": accepted.json()["run_id"],
-            "token_id": str(ApiToken.objects.get(user=owner).pk)}
+            "token_id": str(ApiToken.objects.get(user=owner).pk), "file": str(file.pk)}
 
 
 def _value(world: dict[str, Any], route: str, name: str) -> str:
     """A real value for a parameter: the owner's object, so the view gets as
     far as the query the parameter under test reaches."""
     if name == "pk":
+        if route.startswith("/api/files/"):
+            return world["file"]
         return world["run"] if route.startswith("/api/runs/") else world["conversation"]
     return {
         "run_id": world["run"], "conversation_id": world["conversation"], "tool_call_id": "call_1",
