@@ -29,6 +29,8 @@ def test_the_list_shows_sizes_and_each_users_total(admin_client, alice):
     assert "notes.txt" in page and "pixel.png" in page and "alice" in page
     assert "1.5 KiB" in page  # the file's size
     assert human_size(1536 + len(PNG_BYTES)) in page  # alice's total, on each of her rows
+    # The bytes of the files listed, in the page's title (with the search applied).
+    assert f"Files ({human_size(1536)} in the files listed)" in admin_client.get(f"{LIST}?q=notes").content.decode()
 
 
 def test_search_and_filters(admin_client, alice):

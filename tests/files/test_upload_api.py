@@ -153,3 +153,24 @@ def test_an_upload_needs_a_signed_in_user():
     response = upload(APIClient(), "pixel.png", samples.PNG)
     assert response.status_code == 401
     assert not StoredFile.objects.exists()
+
+
+def test_the_chat_pages_session_uploads_with_its_csrf_token(make_user):
+    """The page signs in with the session cookie: an upload needs the CSRF
+    token in its header (read while the multipart body is parsed by the
+    upload handlers), as every other unsafe request does."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test import Client
+
+    user, _ = make_user()
+    page = Client(enforce_csrf_checks=True)
+    page.force_login(user)
+    page.get("/")  # sets the CSRF cookie
+    token = page.cookies["csrftoken"].value
+    refused = page.post("/api/files/", {"file": SimpleUploadedFile("pixel.png", samples.PNG)})
+    assert refused.status_code == 403 and "CSRF" in refused.json()["error"]["message"]
+    assert not StoredFile.objects.filter(user=user).exists()
+    accepted = page.post("/api/files/", {"file": SimpleUploadedFile("pixel.png", samples.PNG)},
+                         headers={"X-CSRFToken": token})
+    assert accepted.status_code == 201, accepted.content
+    assert StoredFile.objects.filter(user=user).count() == 1
