@@ -71,6 +71,8 @@ def line(what: str, size: str, best: float, median: float, detail: str) -> None:
 
 
 def _seconds(s: float) -> str:
+    if s < 0.001:
+        return f"{s * 1e6:.0f} us"
     return f"{s * 1000:.1f} ms" if s < 1 else f"{s:.2f} s"
 
 

@@ -13,9 +13,13 @@ deliveries of the same task, one writes.
 A reading never leaves a file pending for good:
 
 - the converters stop themselves after ``reading_budget_s()`` (a PDF,
-  between pages), and the task's soft time limit (``soft_time_limit_s()``,
-  just under the tools worker's hard limit) records the file failed when
-  one page or one office document takes longer;
+  between pages), and an alarm at ``reading_time_limit_s()``, just under
+  the tools worker's hard limit, interrupts one page or one office
+  document that takes longer and records the file failed. The alarm is
+  our own (SIGALRM in the prefork process's main thread) rather than
+  Celery's soft time limit: that raises an ``Exception``, which
+  markitdown's DOCX pre-processing catches and ignores, so the conversion
+  ran on into the hard limit's kill;
 - what nothing records (the hard limit's kill, a worker that died, a
   message lost with the broker) is covered by ``text_state``: a file
   pending for more than ``pending_stale_s()`` since its upload counts as
@@ -26,7 +30,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,7 +40,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from celery import current_app
-from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -58,8 +63,9 @@ def hard_time_limit_s() -> int:
     return int(settings.CHATFORGE_TOOL_HARD_TIME_LIMIT_S)
 
 
-def soft_time_limit_s() -> int:
-    """Ten seconds under the hard limit: time to record the failure."""
+def reading_time_limit_s() -> int:
+    """When the alarm interrupts a conversion: ten seconds under the hard
+    limit, time to record the failure."""
     return max(1, hard_time_limit_s() - 10)
 
 
@@ -76,6 +82,35 @@ def pending_stale_s() -> float:
     hard limit and be retried after a database blip (10 minutes, or four
     hard limits if that is more)."""
     return float(max(600, 4 * hard_time_limit_s()))
+
+
+class ReadingTimedOut(BaseException):
+    """The alarm's interruption of a conversion. A BaseException, like
+    KeyboardInterrupt, so that a converter's ``except Exception`` cannot
+    swallow it."""
+
+
+@contextmanager
+def _alarm(seconds: float) -> Iterator[None]:
+    """Raise ReadingTimedOut in this thread after ``seconds``. Only where
+    signals reach the code and the timer is free: the main thread of a
+    prefork tools worker's process. Elsewhere (the embedded worker's
+    threads; a process whose timer is armed already, e.g. by pytest-timeout)
+    nothing is set, and ``text_state``'s rule covers a reading that never ends."""
+    if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise ReadingTimedOut()
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @dataclass(frozen=True)
@@ -137,17 +172,18 @@ def read_file_text(file_id: str) -> None:
     started = time.monotonic()
     try:
         with _local_copy(file.storage_name) as path:
-            result = read_document(
-                path, file.content_type, max_chars=settings.CHATFORGE_FILE_TEXT_MAX_CHARS,
-                limits=ReadingLimits(time_budget_s=reading_budget_s()), passthrough=(SoftTimeLimitExceeded,),
-            )
+            with _alarm(reading_time_limit_s()):
+                result = read_document(
+                    path, file.content_type, max_chars=settings.CHATFORGE_FILE_TEXT_MAX_CHARS,
+                    limits=ReadingLimits(time_budget_s=reading_budget_s()),
+                )
     except UnreadableDocument as exc:
         _record_failure(file_id, exc.message)
         logger.info("file %s: unreadable after %.2f s: %s", file_id, time.monotonic() - started, exc.message)
-    except SoftTimeLimitExceeded:
-        _record_failure(file_id, f"Reading it took longer than {soft_time_limit_s()} s, the most a file may "
+    except ReadingTimedOut:
+        _record_failure(file_id, f"Reading it took longer than {reading_time_limit_s()} s, the most a file may "
                                  "take: split it into smaller files, or upload the part you need.")
-        logger.warning("file %s: reading stopped at the soft time limit (%s s)", file_id, soft_time_limit_s())
+        logger.warning("file %s: reading stopped at its time limit (%s s)", file_id, reading_time_limit_s())
     except FileNotFoundError:
         _record_failure(file_id, "Its bytes are missing from the files storage: upload it again.")
         logger.warning("file %s: its bytes (%s) are missing from the files storage", file_id, file.storage_name)
@@ -212,8 +248,6 @@ def _local_copy(storage_name: str) -> Iterator[str]:
                 while chunk := source.read(_COPY_CHUNK):
                     copy.write(chunk)
         except FileNotFoundError:
-            raise
-        except SoftTimeLimitExceeded:
             raise
         except Exception as exc:
             # A bucket answers a missing key with its own error: missing is

@@ -36,13 +36,13 @@ def readable_type(content_type: str) -> bool:
     return media_type in LABELS or media_type in HTML or is_text(media_type)
 
 
-def read_document(path: str, content_type: str, *, max_chars: int, limits: ReadingLimits = ReadingLimits(),
-                  passthrough: tuple[type[BaseException], ...] = ()) -> DocumentText:
-    """The text of the document at ``path``. Any failure of a converter on
-    the file is an ``UnreadableDocument`` (a converter's own error on a
-    damaged file is as much the file's fault as a refusal of ours), except
-    the exceptions named in ``passthrough``: the caller's own (a task's soft
-    time limit), which are raised as they are."""
+def read_document(path: str, content_type: str, *, max_chars: int,
+                  limits: ReadingLimits = ReadingLimits()) -> DocumentText:
+    """The text of the document at ``path``. Any failure (an ``Exception``)
+    of a converter on the file is an ``UnreadableDocument``: a converter's
+    own error on a damaged file is as much the file's fault as a refusal of
+    ours. A caller's interruption (a BaseException: its time limit) passes
+    through."""
     if max_chars < 0:
         raise ValueError("max_chars must not be negative")
     media_type, charset = _parse(content_type)
@@ -50,8 +50,6 @@ def read_document(path: str, content_type: str, *, max_chars: int, limits: Readi
     try:
         return _read(path, media_type, charset, max_chars=max_chars, limits=limits)
     except UnreadableDocument:
-        raise
-    except passthrough:
         raise
     except MemoryError as exc:
         raise UnreadableDocument(
