@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from chatforge.files.models import StoredFile
+from chatforge.files.text import text_state
 
 
 class FileSerializer(serializers.ModelSerializer):
@@ -22,6 +23,13 @@ class FileSerializer(serializers.ModelSerializer):
 
     def get_content_url(self, file: StoredFile) -> str:
         return f"/api/files/{file.id}/content/"
+
+    def to_representation(self, file: StoredFile) -> dict:
+        data = super().to_representation(file)
+        # A reading lost long ago shows as failed (chatforge/files/text.py, text_state).
+        state = text_state(file)
+        data["text_status"], data["text_error"] = state.status, state.error
+        return data
 
 
 class FileUploadSerializer(serializers.Serializer):

@@ -24,7 +24,7 @@ from chatforge.conversations.selectors import conversations_of, run_of
 from chatforge.llm.models import LanguageModel
 from chatforge.llm.resolution import DEMO_MODEL
 from chatforge.files.models import StoredFile
-from chatforge.files.services import file_create
+from chatforge.files.services import file_create, file_delete
 from chatforge.llm.image_support import image_refusal
 from chatforge.llm.providers.images import content_parts
 from chatforge.llm.providers.sampling import SUPPORTED
@@ -134,38 +134,66 @@ def chat_start(*, user: AbstractBaseUser, request: ChatRequest, idempotency_key:
         conversation = _conversation(user, request.conversation_id)
     elif not background and not continued:
         conversation = conversation_for_history(user, request.prior)
-    if conversation is not None:
-        with transaction.atomic():
-            return run_start(user=user, conversation=conversation, content=request.content, options=options,
-                             idempotency_key=idempotency_key, images=request.images,
-                             attachments=_file_ids(user, conversation, request.files))
-    source = Conversation.Source.TASK if background else Conversation.Source.OPENAI
+    stored: list[str] = []  # files this request's parts stored: removed again if it starts nothing
+
+    def store(parts: Sequence[FilePart]) -> list[str]:
+        # Outside the transaction below: a file's bytes are written before its
+        # row, and a rollback would leave them where no row leads.
+        ids = []
+        for part in parts:
+            if part.file_id is not None:
+                ids.append(part.file_id)  # checked as any attachment by run_start
+            else:
+                ids.append(str(file_create(user=user, source=StoredFile.Source.UPLOAD, name=part.filename,
+                                           content=part.data).pk))
+                stored.append(ids[-1])
+        return ids
+
+    try:
+        attachments = store(request.files)
+        if conversation is not None:
+            run = run_start(user=user, conversation=conversation, content=request.content, options=options,
+                            idempotency_key=idempotency_key, images=request.images, attachments=attachments)
+        else:
+            run = _new_conversation_run(user=user, request=request, options=options, continued=continued,
+                                        idempotency_key=idempotency_key, attachments=attachments,
+                                        prior_files=[store(prior.files) for prior in request.prior])
+    except BaseException:
+        _discard(user, stored)
+        raise
+    if run.replayed:
+        _discard(user, stored)
+    return run
+
+
+def _new_conversation_run(*, user: AbstractBaseUser, request: ChatRequest, options: RunOptions,
+                          continued: list[dict[str, Any]], idempotency_key: str, attachments: list[str],
+                          prior_files: list[list[str]]) -> Run:
+    """A new conversation with the request's earlier messages (and their
+    files), then the run, in one transaction."""
+    source = Conversation.Source.TASK if is_background_task(request.model) else Conversation.Source.OPENAI
     with transaction.atomic():
         conversation = Conversation.objects.create(
             user=user, source=source, title=" ".join(request.content.split())[:80])
-        for prior in request.prior:
-            file_ids = _file_ids(user, conversation, prior.files)
+        for prior, file_ids in zip(request.prior, prior_files):
             message = Message.objects.create(
                 conversation=conversation, role=prior.role, content=prior.content,
                 content_json=content_parts(prior.content, prior.images, file_ids), tool_rounds=prior.tool_rounds or [])
             StoredFile.objects.filter(pk__in=file_ids, user=user).update(message=message, conversation=conversation)
         run = run_start(user=user, conversation=conversation, content=request.content, options=options,
                         idempotency_key=idempotency_key, continued_rounds=continued, images=request.images,
-                        attachments=_file_ids(user, conversation, request.files))
+                        attachments=attachments)
         if run.replayed:
             # A repeat that raced the first request: keep none of this request's rows.
             transaction.set_rollback(True)
         return run
 
 
-def _file_ids(user: AbstractBaseUser, conversation: Conversation, parts: Sequence[FilePart]) -> list[str]:
-    """The ids of a message's ``file`` parts: a file uploaded earlier
-    (``file_id``, checked as any attachment by ``run_start``), or the bytes
-    sent in the part, stored here as a file of the conversation."""
-    return [part.file_id if part.file_id is not None else
-            str(file_create(user=user, source=StoredFile.Source.UPLOAD, name=part.filename, content=part.data,
-                            conversation=conversation).pk)
-            for part in parts]
+def _discard(user: AbstractBaseUser, file_ids: list[str]) -> None:
+    """Remove the files a request stored for its ``file`` parts when it
+    started nothing: rows now, bytes as the deletion commits."""
+    for file in StoredFile.objects.filter(pk__in=file_ids, user=user, message__isnull=True):
+        file_delete(file=file)
 
 
 def check_images(*, model: str, images: list[str]) -> None:

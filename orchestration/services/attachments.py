@@ -19,6 +19,7 @@ from chatforge.conversations.models import Conversation, Message, Run
 from chatforge.errors import FileUnreadable, ImagesNotSupported, InvalidRequest
 from chatforge.files.message_parts import attached_file_ids
 from chatforge.files.models import StoredFile
+from chatforge.files.text import text_state
 from chatforge.llm.image_support import image_refusal
 
 # The run option naming the files of the run's own message (so that its
@@ -79,9 +80,10 @@ def attachments_checked(
                 "the model has it there.",
                 details={"field": "attachments", "file_id": str(file.pk)},
             )
-        if file.text_status == StoredFile.TextStatus.FAILED:
+        state = text_state(file)  # a reading lost long ago counts as failed
+        if state.status == StoredFile.TextStatus.FAILED:
             raise FileUnreadable(
-                f"The file '{file.name}' could not be read: {file.text_error} Remove it from the message, "
+                f"The file '{file.name}' could not be read: {state.error} Remove it from the message, "
                 "or upload a readable copy.",
                 details={"field": "attachments", "file_id": str(file.pk)},
             )
@@ -123,11 +125,13 @@ def wait_for_attachments(run: Run, *, should_stop: Callable[[], bool]) -> str | 
         return None
     deadline = time.monotonic() + settings.CHATFORGE_FILE_READ_WAIT_S
     while True:
-        files = list(StoredFile.objects.filter(pk__in=file_ids).only("name", "text_status", "text_error"))
-        failed = next((f for f in files if f.text_status == StoredFile.TextStatus.FAILED), None)
+        files = list(StoredFile.objects.filter(pk__in=file_ids).only("name", "text_status", "text_error",
+                                                                      "created_at"))
+        states = {f.pk: text_state(f) for f in files}
+        failed = next((f for f in files if states[f.pk].status == StoredFile.TextStatus.FAILED), None)
         if failed is not None:
-            return f"The file '{failed.name}' could not be read: {failed.text_error}"
-        pending = [f for f in files if f.text_status == StoredFile.TextStatus.PENDING]
+            return f"The file '{failed.name}' could not be read: {states[failed.pk].error}"
+        pending = [f for f in files if states[f.pk].status == StoredFile.TextStatus.PENDING]
         if not pending:
             return None
         if time.monotonic() >= deadline:

@@ -20,6 +20,7 @@ from django.conf import settings
 from chatforge.files.message_parts import attached_file_ids
 from chatforge.files.models import StoredFile
 from chatforge.files.storage import file_storage
+from chatforge.files.text import text_state
 
 # Tokens are counted as this many characters (a fair mean for English text
 # and code across the providers' tokenizers; the budget is a bound, not a bill).
@@ -69,9 +70,10 @@ def _document_block(file: StoredFile, budget: int) -> tuple[str, int]:
     """The block the model reads for one document, and the characters of
     the message's budget it used."""
     head = f'<file name="{_attribute(file.name)}" id="{file.pk}" type="{file.content_type}">'
-    if file.text_status == StoredFile.TextStatus.FAILED:
-        return f"{head}\n[This file could not be read: {file.text_error}]\n</file>", 0
-    if file.text_status != StoredFile.TextStatus.READY:
+    state = text_state(file)
+    if state.status == StoredFile.TextStatus.FAILED:
+        return f"{head}\n[This file could not be read: {state.error}]\n</file>", 0
+    if state.status != StoredFile.TextStatus.READY:
         return f"{head}\n[The text of this file is not available yet.]\n</file>", 0
     text = file.text
     shown = text[:max(0, budget)]

@@ -7,9 +7,11 @@ says what to send (docs/openai-api.md, "Files")."""
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import openai
 import pytest
+from django.conf import settings
 
 from chatforge.files.models import StoredFile
 from tests.fakes.openai_server import Reply
@@ -59,16 +61,28 @@ def test_a_file_uploaded_before_is_named_by_its_id(stack, fake_llm, make_user):
     assert "Uploaded earlier." in fake_llm.requests_for("v1-file-id")[-1]["messages"][-1]["content"]
 
 
-@pytest.mark.parametrize(("part", "fragment"), [
-    ({"type": "file", "file": {"filename": "a.txt", "file_data": "data:text/plain;base64,@@@"}}, "not valid base64"),
-    ({"type": "file", "file": {"filename": "a.txt"}}, "a file must be"),
-    ({"type": "file", "file": {"file_id": "00000000-0000-0000-0000-000000000000"}}, "No file with id"),
-    (file_part("blob.bin", b"\x00\x01\x02\x03" * 64, "application/octet-stream"), "unsupported"),
+GOOD = file_part("good.txt", b"A readable file.")
+
+
+@pytest.mark.parametrize(("parts", "fragment"), [
+    ([{"type": "file", "file": {"filename": "a.txt", "file_data": "data:text/plain;base64,@@@"}}], "not valid base64"),
+    ([{"type": "file", "file": {"filename": "a.txt"}}], "a file must be"),
+    ([{"type": "file", "file": {"file_id": "00000000-0000-0000-0000-000000000000"}}], "No file with id"),
+    ([file_part("blob.bin", b"\x00\x01\x02\x03" * 64, "application/octet-stream")], "unsupported"),
+    # A good file stored before a later part is refused is removed again, bytes and all.
+    ([GOOD, file_part("blob.bin", b"\x00\x01\x02\x03" * 64, "application/octet-stream")], "unsupported"),
+    ([GOOD, {"type": "file", "file": {"file_id": "00000000-0000-0000-0000-000000000000"}}], "No file with id"),
 ])
-def test_bad_file_parts_are_refused_and_store_nothing(stack, make_user, part, fragment):
+def test_bad_file_parts_are_refused_and_store_nothing(stack, make_user, parts, fragment):
     user, token = make_user()
+    before = _stored_bytes()
     with pytest.raises(openai.APIStatusError) as caught:
-        sdk(stack, token).chat.completions.create(model="demo", messages=[{"role": "user", "content": [part]}])
+        sdk(stack, token).chat.completions.create(model="demo", messages=[{"role": "user", "content": parts}])
     assert caught.value.status_code in (400, 415)
     assert fragment.lower() in str(caught.value.body).lower()
     assert not StoredFile.objects.filter(user=user).exists()
+    assert _stored_bytes() == before
+
+
+def _stored_bytes() -> set[Path]:
+    return {path for path in Path(settings.CHATFORGE_FILES_DIR).rglob("*") if path.is_file()}
