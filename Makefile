@@ -11,7 +11,7 @@ PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint-imports install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay bench-file-upload bench-file-reading lock worker-llm worker-tools worker-tools-io beat chat interop-openwebui
+.PHONY: run test lint-imports install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay bench-file-upload bench-file-reading bench-attachments lock worker-llm worker-tools worker-tools-io beat chat interop-openwebui
 
 $(RUNTIME_STAMP): requirements.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -108,6 +108,12 @@ bench-file-upload: install-dev
 ## docs/files.md "Reading documents")
 bench-file-reading: install-dev
 	$(PY) -m bench.file_reading
+
+## What a message's files add to POST -> 202: 60 messages without files and 60
+## with five small documents each, alternating, on the benchmark's stack (~4
+## minutes; printed, see docs/performance.md "Files")
+bench-attachments: install-dev services
+	$(PY) -m bench.attachments
 
 ## Load at a real model's pace: 1, 20 and 100 runs at once, each answer 10 s
 ## of one SSE chunk per token at 50 tokens/s, each run on its own socket, on
