@@ -96,12 +96,19 @@ def _alarm(seconds: float) -> Iterator[None]:
     signals reach the code and the timer is free: the main thread of a
     prefork tools worker's process. Elsewhere (the embedded worker's
     threads; a process whose timer is armed already, e.g. by pytest-timeout)
-    nothing is set, and ``text_state``'s rule covers a reading that never ends."""
+    nothing is set, and ``text_state``'s rule covers a reading that never ends.
+
+    A converter that swallows even a BaseException (a bare ``except:``
+    around its parsing) then returns what it had, often nothing: once the
+    alarm has fired, the block raises ReadingTimedOut as it ends, whatever
+    it returned, so a cut-short conversion is never recorded as the text."""
     if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0] > 0:
         yield
         return
+    fired = threading.Event()
 
     def interrupt(signum: int, frame: object) -> None:
+        fired.set()
         raise ReadingTimedOut()
 
     previous = signal.signal(signal.SIGALRM, interrupt)
@@ -111,6 +118,8 @@ def _alarm(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+    if fired.is_set():
+        raise ReadingTimedOut()
 
 
 @dataclass(frozen=True)

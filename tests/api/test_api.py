@@ -6,21 +6,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from chatforge.conversations.models import Message, Run
+from tests.support.api_clients import new_conversation
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def client(make_user, idle_broker):
-    user, token = make_user()
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    api.user = user
-    return api
-
-
-def new_conversation(client) -> str:
-    return client.post("/api/conversations/", {}, format="json").json()["id"]
 
 
 def test_post_message_returns_202_with_run_and_event_urls(client):

@@ -5,28 +5,15 @@ a refusal writes nothing (docs/files.md, "Attaching files to a message")."""
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
 
 from chatforge.accounts.crypto import encrypt
 from chatforge.conversations.models import Message, Run
 from chatforge.files.models import StoredFile
 from chatforge.llm.models import LanguageModel, Provider
+from tests.support.api_clients import new_conversation
 from tests.support.files import image_file, stored_file
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def client(make_user, idle_broker):
-    user, token = make_user()
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    api.user = user
-    return api
-
-
-def new_conversation(client) -> str:
-    return client.post("/api/conversations/", {}, format="json").json()["id"]
 
 
 def post(client, conversation_id: str, **body):

@@ -8,6 +8,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
+from tests.support.api_clients import api_client
+
 
 @pytest.fixture
 def own_files_dir(settings, tmp_path):
@@ -17,13 +19,6 @@ def own_files_dir(settings, tmp_path):
     storages["chatforge_files"]["OPTIONS"]["location"] = str(tmp_path / "files")
     settings.STORAGES = storages
     return tmp_path / "files"
-
-
-def api_client(user, token: str) -> APIClient:
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    api.user = user
-    return api
 
 
 @pytest.fixture

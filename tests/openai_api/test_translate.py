@@ -206,7 +206,7 @@ def test_what_follows_the_last_user_message_must_be_tool_rounds(messages, text):
     (body(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
      "messages", "an image must be"),
     (body(messages=[USER, {"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": "https://x"}}]},
-                    USER]), "messages", "images are accepted in user messages only"),
+                    USER]), "messages", "images and files are accepted in user messages only"),
     (body(messages=[{"role": "wizard", "content": "x"}]), "messages", "unknown role"),
     (body(tools=[{"type": "custom", "custom": {"name": "x"}}]), "tools", "'custom'"),
     (body(tools=[{"name": "x"}]), "tools", "must be a tool name"),

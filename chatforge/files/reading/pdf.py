@@ -38,27 +38,14 @@ def read_pdf(path: str, *, max_chars: int, limits: ReadingLimits) -> DocumentTex
     except (PdfReadError, PyPdfError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         raise UnreadableDocument(_DAMAGED.format(detail=_detail(exc))) from exc
     _decrypt(reader)
-    declared = _declared_pages(reader)
-    if declared == 0:
-        raise UnreadableDocument("The PDF has no pages: there is nothing in it to read.")
-    if declared > limits.max_pages:
-        raise UnreadableDocument(
-            f"The PDF has {declared:,} pages, more than the {limits.max_pages:,} that can be read: split it "
-            "and upload the part you need."
-        )
+    _check_page_count(_declared_pages(reader), limits)
     try:
         pages = reader.pages
         count = len(pages)
     except (PdfReadError, PyPdfError, ValueError, KeyError, TypeError, IndexError, AttributeError,
             RecursionError) as exc:
         raise UnreadableDocument(_DAMAGED.format(detail=_detail(exc))) from exc
-    if count == 0:
-        raise UnreadableDocument("The PDF has no pages: there is nothing in it to read.")
-    if count > limits.max_pages:
-        raise UnreadableDocument(
-            f"The PDF has {count:,} pages, more than the {limits.max_pages:,} that can be read: split it "
-            "and upload the part you need."
-        )
+    _check_page_count(count, limits)  # the page tree itself, which can disagree with what it declared
 
     parts: list[str] = []
     length = 0
@@ -133,3 +120,13 @@ def _declared_pages(reader: PdfReader) -> int:
 def _detail(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text[:160]
+
+
+def _check_page_count(count: int, limits: ReadingLimits) -> None:
+    if count == 0:
+        raise UnreadableDocument("The PDF has no pages: there is nothing in it to read.")
+    if count > limits.max_pages:
+        raise UnreadableDocument(
+            f"The PDF has {count:,} pages, more than the {limits.max_pages:,} that can be read: split it "
+            "and upload the part you need."
+        )
