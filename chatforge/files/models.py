@@ -73,6 +73,8 @@ class StoredFile(models.Model):
             models.Index(fields=["user", "-created_at"], name="file_user_created"),
             models.Index(fields=["conversation", "created_at"], name="file_conv_created"),
             models.Index(fields=["message"], name="file_message"),
+            # A document's text already read from the same bytes (services._text_from_twin).
+            models.Index(fields=["user", "sha256"], name="file_user_sha256"),
         ]
 
     def __str__(self) -> str:

@@ -65,6 +65,23 @@ def storage_name_for(*, user: AbstractBaseUser, file_id: uuid.UUID) -> str:
     return f"u/{user.pk}/{file_id}"
 
 
+def _text_from_twin(file: StoredFile) -> bool:
+    """Give ``file`` the text already read from the same bytes among its
+    owner's files, if any: a document is read once however often it is
+    uploaded (a /v1 client sends a conversation's files again with every
+    request). A failed reading is not copied: it may have been a passing
+    fault, so the new file is read afresh. Returns whether text was copied."""
+    twin = (StoredFile.objects.filter(user_id=file.user_id, sha256=file.sha256, kind=file.kind,
+                                      text_status=StoredFile.TextStatus.READY)
+            .exclude(pk=file.pk).values("text", "text_truncated").first())
+    if twin is None:
+        return False
+    StoredFile.objects.filter(pk=file.pk).update(text=twin["text"], text_truncated=twin["text_truncated"],
+                                                 text_status=StoredFile.TextStatus.READY)
+    file.text, file.text_truncated, file.text_status = twin["text"], twin["text_truncated"], StoredFile.TextStatus.READY
+    return True
+
+
 def file_create(
     *,
     user: AbstractBaseUser,
@@ -82,7 +99,8 @@ def file_create(
     CHATFORGE_MAX_FILE_BYTES), UnsupportedFileType (the bytes are no type
     taken) or FileQuotaExceeded (the user's stored bytes would pass their
     quota); nothing is stored then. A document's text is read afterwards,
-    by a task sent when the row commits (``text.schedule_text_reading``)."""
+    by a task sent when the row commits (``text.schedule_text_reading``),
+    unless the owner has the same bytes read already (``_text_from_twin``)."""
     if source not in StoredFile.Source.values:
         raise ValueError(f"source must be one of {StoredFile.Source.values}, not {source!r}")
     if conversation is not None and conversation.user_id != user.pk:
@@ -106,7 +124,7 @@ def file_create(
                 source=source, name=display_name, content_type=sniffed.content_type, kind=sniffed.kind,
                 size=scan.size, sha256=scan.sha256, storage_name=stored_as,
             )
-            if file.kind == StoredFile.Kind.DOCUMENT:
+            if file.kind == StoredFile.Kind.DOCUMENT and not _text_from_twin(file):
                 schedule_text_reading(file)
     except BaseException:
         delete_bytes(stored_as)

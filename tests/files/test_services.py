@@ -101,3 +101,18 @@ def test_the_selectors_see_only_the_users_own_files(user, make_user):
     assert file_of(user, mine.pk) == mine and file_of(user, str(mine.pk)) == mine
     assert file_of(user, theirs.pk) is None
     assert file_of(user, "not-a-uuid") is None and file_of(user, "a\x00b") is None and file_of(user, None) is None
+
+
+def test_the_same_bytes_uploaded_again_take_the_text_already_read(make_user, idle_broker):
+    user, _ = make_user()
+    first = file_create(user=user, source="upload", name="a.txt", content=b"Read once, kept.")
+    StoredFile.objects.filter(pk=first.pk).update(text_status="ready", text="Read once, kept.", text_truncated=True)
+
+    again = file_create(user=user, source="upload", name="b.txt", content=b"Read once, kept.")
+    other_user, _ = make_user()
+    theirs = file_create(user=other_user, source="upload", name="a.txt", content=b"Read once, kept.")
+
+    again.refresh_from_db()
+    theirs.refresh_from_db()
+    assert (again.text_status, again.text, again.text_truncated) == ("ready", "Read once, kept.", True)
+    assert theirs.text_status == "pending"  # another user's file is never a source
