@@ -19,14 +19,22 @@ def files_of(user: AbstractBaseUser) -> QuerySet[StoredFile]:
     return StoredFile.objects.filter(user=user).order_by("-created_at", "-id")
 
 
+def parse_file_id(file_id: Any) -> uuid.UUID | None:
+    """A file's id as a UUID, or None for anything that cannot be one (such
+    an id names no file: it is not found, never an error of its own)."""
+    if isinstance(file_id, uuid.UUID):
+        return file_id
+    try:
+        return uuid.UUID(str(file_id))
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
 def file_of(user: AbstractBaseUser, file_id: Any) -> StoredFile | None:
     """The user's file with this id, or None: for another user's file, a
     missing one and an id that is no UUID alike."""
-    try:
-        key = file_id if isinstance(file_id, uuid.UUID) else uuid.UUID(str(file_id))
-    except (ValueError, TypeError, AttributeError):
-        return None
-    return StoredFile.objects.filter(user=user, pk=key).first()
+    key = parse_file_id(file_id)
+    return StoredFile.objects.filter(user=user, pk=key).first() if key is not None else None
 
 
 def conversation_files(conversation: Conversation) -> QuerySet[StoredFile]:

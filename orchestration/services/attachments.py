@@ -19,6 +19,7 @@ from chatforge.conversations.models import Conversation, Message, Run
 from chatforge.errors import FileUnreadable, ImagesNotSupported, InvalidRequest
 from chatforge.files.message_parts import attached_file_ids
 from chatforge.files.models import StoredFile
+from chatforge.files.selectors import parse_file_id
 from chatforge.files.text import text_state
 from chatforge.llm.image_support import image_refusal
 
@@ -52,12 +53,14 @@ def attachments_checked(
     belongs to another conversation, is attached to another message (other
     than those ``replaced``: the messages an edit removes), could not be
     read, or is an image for a model that takes none."""
-    file_ids = list(dict.fromkeys(str(i) for i in file_ids))
+    # An id that is no UUID (a /v1 client's "file-…") names no file: missing, below.
+    file_ids = list(dict.fromkeys(str(parse_file_id(i) or i) for i in file_ids))
     check_attachment_count(file_ids)
     if not file_ids:
         return []
+    keys = [key for key in map(parse_file_id, file_ids) if key is not None]
     # Without their text (a document's can be megabytes): only its status is checked here.
-    found = {str(f.pk): f for f in StoredFile.objects.select_for_update().filter(pk__in=file_ids, user=user)
+    found = {str(f.pk): f for f in StoredFile.objects.select_for_update().filter(pk__in=keys, user=user)
              .defer("text")}
     missing = [i for i in file_ids if i not in found]
     if missing:

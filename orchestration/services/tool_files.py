@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections.abc import Callable
 from typing import BinaryIO, TypeVar
 
@@ -32,9 +31,11 @@ from chatforge.db.connections import release_connections
 from chatforge.errors import ChatForgeError
 from chatforge.files.models import StoredFile
 from chatforge.files.names import extension_of, safe_name
+from chatforge.files.selectors import parse_file_id
 from chatforge.files.services import file_create
 from chatforge.files.sniffing import TEXT_TYPES_BY_EXTENSION
 from chatforge.files.storage import file_storage
+from chatforge.files.text import text_state
 from tools.errors import ToolArgumentError, ToolError, TransientToolError
 from tools.files import DEFAULT_PAGE_CHARS, FileInfo, FileNotInConversation, TextPage
 
@@ -42,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-_INFO_FIELDS = ("id", "name", "content_type", "kind", "size", "text_status")
+_INFO_FIELDS = ("id", "name", "content_type", "kind", "size", "text_status", "text_error", "created_at")
 # A text type's usual extension, to name a file a tool saved without one
 # (the extension is what tells one text type from another, as for uploads).
 _EXTENSION_FOR_TYPE = {content_type: ext for ext, content_type in reversed(TEXT_TYPES_BY_EXTENSION.items())}
@@ -50,8 +51,8 @@ _EXTENSION_FOR_TYPE.setdefault("text/plain", "txt")
 
 
 def file_info(row: StoredFile) -> FileInfo:
-    return FileInfo(id=str(row.id), name=row.name, content_type=row.content_type,
-                    kind=row.kind, size=row.size, text_status=row.text_status)  # type: ignore[arg-type]
+    return FileInfo(id=str(row.id), name=row.name, content_type=row.content_type, kind=row.kind,
+                    size=row.size, text_status=text_state(row).status)  # type: ignore[arg-type]
 
 
 class ConversationFiles:
@@ -105,21 +106,21 @@ class ConversationFiles:
         return StoredFile.objects.filter(conversation_id=self.conversation_id, user_id=self.user_id)
 
     def _info(self, file_id: str) -> FileInfo | None:
-        key = _uuid(file_id)
+        key = parse_file_id(file_id)
         if key is None:
             return None
         row = self._files().filter(pk=key).only(*_INFO_FIELDS).first()
         return file_info(row) if row is not None else None
 
     def _row(self, file_id: str, *fields: str) -> StoredFile:
-        key = _uuid(file_id)
+        key = parse_file_id(file_id)
         row = self._files().filter(pk=key).only(*_INFO_FIELDS, *fields).first() if key is not None else None
         if row is None:
             raise FileNotInConversation(file_id)
         return row
 
     def _page(self, file_id: str, offset: int, limit: int) -> TextPage:
-        key = _uuid(file_id)
+        key = parse_file_id(file_id)
         # Only the page leaves the database, not a text of up to 2,000,000 characters.
         row = (self._files().filter(pk=key).defer("text")
                .annotate(page=Substr("text", offset + 1, limit), total=Length("text")).first()
@@ -170,19 +171,13 @@ class ConversationFiles:
 def _check_readable(row: StoredFile) -> None:
     if row.kind == StoredFile.Kind.IMAGE:
         raise ToolArgumentError(f"'{row.name}' is an image ({row.content_type}): it has no text to read")
-    if row.text_status == StoredFile.TextStatus.FAILED:
-        reason = row.text_error or "it could not be read"
+    state = text_state(row)  # a reading lost long ago is failed, not "still being read"
+    if state.status == StoredFile.TextStatus.FAILED:
+        reason = state.error or "it could not be read"
         raise ToolArgumentError(f"the text of '{row.name}' could not be read: {reason}")
-    if row.text_status != StoredFile.TextStatus.READY:
+    if state.status != StoredFile.TextStatus.READY:
         raise TransientToolError(
             f"the text of '{row.name}' is still being read; call read_file again shortly")
-
-
-def _uuid(file_id: object) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(str(file_id))
-    except ValueError:
-        return None
 
 
 def _named(name: str, content_type: str | None) -> str:

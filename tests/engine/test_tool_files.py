@@ -5,9 +5,12 @@ executor's check of file-id arguments against it."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from chatforge.conversations.models import Conversation, Run
 from chatforge.files.models import StoredFile
@@ -109,6 +112,12 @@ def test_text_that_cannot_be_read_says_why(alice):
         files.read_text(str(broken.pk))
     with pytest.raises(TransientToolError, match="'big.pdf' is still being read"):
         files.read_text(str(reading.pk))
+
+    # A reading pending past its bound was lost: failed for the tool too (chatforge/files/text.py).
+    StoredFile.objects.filter(pk=reading.pk).update(created_at=timezone.now() - timedelta(days=1))
+    with pytest.raises(ToolArgumentError, match="the text of 'big.pdf' could not be read"):
+        files.read_text(str(reading.pk))
+    assert files.info(str(reading.pk)).text_status == "failed"
 
 
 @pytest.mark.django_db

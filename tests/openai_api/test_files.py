@@ -68,6 +68,7 @@ GOOD = file_part("good.txt", b"A readable file.")
     ([{"type": "file", "file": {"filename": "a.txt", "file_data": "data:text/plain;base64,@@@"}}], "not valid base64"),
     ([{"type": "file", "file": {"filename": "a.txt"}}], "a file must be"),
     ([{"type": "file", "file": {"file_id": "00000000-0000-0000-0000-000000000000"}}], "No file with id"),
+    ([{"type": "file", "file": {"file_id": "file-abc123"}}], "No file with id file-abc123"),  # an OpenAI-style id
     ([file_part("blob.bin", b"\x00\x01\x02\x03" * 64, "application/octet-stream")], "unsupported"),
     # A good file stored before a later part is refused is removed again, bytes and all.
     ([GOOD, file_part("blob.bin", b"\x00\x01\x02\x03" * 64, "application/octet-stream")], "unsupported"),
