@@ -30,7 +30,14 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import Resolver404, get_resolver, set_urlconf
 from django.utils.log import log_response
 
-from chatforge.serving.request_size import BodyTooLarge, body_limit, capped, declared_length, send_too_large
+from chatforge.serving.request_size import (
+    BodyTooLarge,
+    body_limit,
+    capped,
+    declared_length,
+    request_path,
+    send_too_large,
+)
 from chatforge.serving.request_threads import RequestThreads
 
 
@@ -75,12 +82,8 @@ class OneHopASGIHandler(ASGIHandler):
 
     @staticmethod
     def _serves_sync_view(scope) -> bool:
-        path = scope.get("path", "")
-        root = scope.get("root_path", "")
-        if root and path.startswith(root):
-            path = path[len(root):]
         try:
-            view = get_resolver().resolve(path).func
+            view = get_resolver().resolve(request_path(scope)).func
         except Resolver404:
             return True  # answered in sync mode (404, the trailing-slash redirect)
         return not iscoroutinefunction(view)

@@ -44,14 +44,15 @@ class BodyTooLarge(Exception):
     """Raised from ``receive`` once a body without a length passes its limit."""
 
 
-def _path(scope: dict[str, Any]) -> str:
+def request_path(scope: dict[str, Any]) -> str:
+    """The request's path below the application's root (``root_path``)."""
     path = scope.get("path", "")
     root = scope.get("root_path", "")
     return path[len(root):] if root and path.startswith(root) else path
 
 
 def _is_upload(scope: dict[str, Any]) -> bool:
-    return scope.get("method") == "POST" and _path(scope) in UPLOAD_PATHS
+    return scope.get("method") == "POST" and request_path(scope) in UPLOAD_PATHS
 
 
 def body_limit(scope: dict[str, Any]) -> int | None:
@@ -91,7 +92,7 @@ def capped(receive: Receive, limit: int) -> Receive:
 
 async def send_too_large(scope: dict[str, Any], send: Send) -> None:
     """The 413, in the shape the path's clients read (OpenAI's on /v1/)."""
-    path = _path(scope)
+    path = request_path(scope)
     if _is_upload(scope):
         limit = settings.CHATFORGE_MAX_FILE_BYTES
         code = "file_too_large"
