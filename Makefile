@@ -27,7 +27,22 @@ $(DEV_STAMP): requirements.txt requirements-dev.txt constraints.txt
 	rm -f $(VENV)/.installed-*
 	touch $(RUNTIME_STAMP) $(DEV_STAMP)
 
-.PHONY: install-dev
+# The sandbox's own Python (requirements-sandbox.txt; docs/sandbox.md): a
+# second virtualenv, never the project's. Made from Debian's Python where
+# there is one: a sandbox running as an unprivileged user must be able to
+# read the interpreter, which a Python under /root is not.
+SANDBOX_ENV := .sandbox-python
+SANDBOX_BASE_PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo $(PYTHON))
+SANDBOX_STAMP := $(SANDBOX_ENV)/.installed-$(shell cat requirements-sandbox.txt | cksum | cut -d' ' -f1)
+
+$(SANDBOX_STAMP): requirements-sandbox.txt
+	test -x $(SANDBOX_ENV)/bin/python || $(SANDBOX_BASE_PYTHON) -m venv $(SANDBOX_ENV)
+	$(SANDBOX_ENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-sandbox.txt
+	MPLCONFIGDIR=$(SANDBOX_ENV)/mplconfig $(SANDBOX_ENV)/bin/python -c "import matplotlib.pyplot"
+	rm -f $(SANDBOX_ENV)/.installed-*
+	touch $(SANDBOX_STAMP)
+
+.PHONY: install-dev sandbox
 ## Runtime packages only (make run, make chat, the workers)
 install: $(RUNTIME_STAMP)
 ## Runtime, test and benchmark packages (make test, make bench…)
@@ -50,7 +65,7 @@ TEST_PROCESSES ?= 3
 
 ## Run the whole test suite (needs local Postgres, Redis and Debian's Chromium;
 ## starts the services if stopped, installs what is missing when it may)
-test: install-dev services browser lint-imports
+test: install-dev services browser sandbox lint-imports
 	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
 ## The layers of docs/architecture.md: faces -> engine -> domain -> platform ->
@@ -63,6 +78,10 @@ services:
 
 browser:
 	bash deploy/local/ensure-browser.sh
+
+## bubblewrap and the sandbox's Python environment (the python tool, script tools)
+sandbox: $(SANDBOX_STAMP)
+	bash deploy/local/ensure-sandbox.sh
 
 ## Re-take the screenshots in docs/screenshots/ (the browser tests take them)
 screenshots: install-dev services browser

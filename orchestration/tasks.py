@@ -52,6 +52,15 @@ def tool_call_io(run_id: str, tool_call_id: str) -> None:
     tool_call_execute(run_id=run_id, tool_call_id=tool_call_id)
 
 
+# The same step for sandboxed tools, on the sandbox queue's prefork pool
+# (docs/sandbox.md): the runner stops a sandbox at the tool's timeout; the
+# hard time limit recycles a pool process that hangs all the same, and the
+# sandbox dies with it.
+@shared_task(name="chatforge.tool_call_sandbox", time_limit=settings.CHATFORGE_TOOL_HARD_TIME_LIMIT_S, **_DB_RETRY)
+def tool_call_sandbox(run_id: str, tool_call_id: str) -> None:
+    tool_call_execute(run_id=run_id, tool_call_id=tool_call_id)
+
+
 @shared_task(name="chatforge.finalize_run", **_DB_RETRY)
 def finalize_run(run_id: str, outcome: str, error: str = "") -> None:
     run_finalize(run_id=run_id, outcome=Outcome(outcome), error=error)

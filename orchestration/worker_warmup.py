@@ -25,7 +25,7 @@ import logging
 import time
 from typing import Any
 
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_shutdown
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +50,33 @@ def import_provider_sdks() -> float:
 def consumes_llm_queue(worker: Any) -> bool:
     """Whether the starting worker takes model turns (``-Q`` names the llm
     queue, or no ``-Q``: every queue)."""
+    return consumes_queue(worker, LLM_QUEUE)
+
+
+def consumes_queue(worker: Any, queue: str) -> bool:
     queues = getattr(getattr(getattr(worker, "app", None), "amqp", None), "queues", None)
-    return queues is not None and LLM_QUEUE in queues.consume_from
+    return queues is not None and queue in queues.consume_from
+
+
+@worker_init.connect
+def _start_sandbox_host(sender: Any = None, **_: Any) -> None:
+    """A sandbox worker probes its sandbox and starts reporting it
+    (orchestration/services/sandbox_host.py)."""
+    from django.conf import settings
+
+    from orchestration.services import sandbox_host
+
+    if settings.EMBEDDED or not consumes_queue(sender, sandbox_host.SANDBOX_QUEUE):
+        return
+    sandbox_host.start_on_worker()
+
+
+@worker_shutdown.connect
+def _stop_sandbox_host(sender: Any = None, **_: Any) -> None:
+    from orchestration.services import sandbox_host
+
+    if sandbox_host.availability() is not None:
+        sandbox_host.stop_on_worker()
 
 
 @worker_init.connect

@@ -18,9 +18,11 @@ from jsonschema.exceptions import SchemaError
 
 from tools.arguments import strict_schema
 from tools.redaction import SecretsSeen
+from tools.sandbox_limits import SandboxLimits
 
 if TYPE_CHECKING:
     from tools.files import FileAccess
+    from tools.sandbox.runner import Sandbox
 
 SideEffects = Literal["read_only", "idempotent", "not_idempotent"]
 _SIDE_EFFECTS: frozenset[str] = frozenset({"read_only", "idempotent", "not_idempotent"})
@@ -31,6 +33,11 @@ _SIDE_EFFECTS: frozenset[str] = frozenset({"read_only", "idempotent", "not_idemp
 # process, for handlers that mostly wait on the network.
 ToolPool = Literal["process", "io"]
 _POOLS: frozenset[str] = frozenset({"process", "io"})
+# Whose identical calls may share a cached result (docs/tools.md, "Caching"):
+# "user", the same user's; "global", anyone's (for data that is the same for
+# everybody, such as a public API's answer).
+CacheScope = Literal["user", "global"]
+_CACHE_SCOPES: frozenset[str] = frozenset({"user", "global"})
 
 # Providers (OpenAI, Ollama, Gemini) all accept this alphabet; anything else is
 # rejected by at least one of them when the spec is sent, which is too late.
@@ -61,6 +68,15 @@ class ToolPolicy:
     # hangs (its thread is abandoned at the timeout), and its CPU work holds
     # up every other call of that worker.
     pool: ToolPool = "process"
+    # Seconds an identical call's successful result is served again without
+    # running the tool (0: never). Only for read-only and idempotent tools:
+    # a cached answer must be one a second run would have given.
+    cache_ttl_s: float = 0.0
+    cache_scope: CacheScope = "user"
+    # Not None: every call runs on the sandbox worker, and the handler gets
+    # ``context.sandbox`` to run code under these limits (docs/sandbox.md);
+    # where no sandbox can run, the tool is not offered at all.
+    sandbox: SandboxLimits | None = None
 
     def __post_init__(self) -> None:
         if not self.timeout_s > 0:
@@ -75,6 +91,24 @@ class ToolPolicy:
             )
         if self.pool not in _POOLS:
             raise ValueError(f"pool must be one of {sorted(_POOLS)}, got {self.pool!r}")
+        if isinstance(self.cache_ttl_s, bool) or not isinstance(self.cache_ttl_s, (int, float)) or self.cache_ttl_s < 0:
+            raise ValueError(f"cache_ttl_s must be a number of seconds, 0 or more, got {self.cache_ttl_s!r}")
+        if self.cache_scope not in _CACHE_SCOPES:
+            raise ValueError(f"cache_scope must be one of {sorted(_CACHE_SCOPES)}, got {self.cache_scope!r}")
+        if self.cache_ttl_s and self.side_effects == "not_idempotent":
+            raise ValueError("cache_ttl_s is only for read-only and idempotent tools: a cached result "
+                             "stands in for running the tool again")
+        if self.sandbox is not None and not isinstance(self.sandbox, SandboxLimits):
+            raise TypeError(f"sandbox must be a SandboxLimits or None, got {self.sandbox!r}")
+
+    @property
+    def cached(self) -> bool:
+        """Whether identical calls' results are served from the cache."""
+        return self.cache_ttl_s > 0
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.sandbox is not None
 
 
 @dataclass(frozen=True)
@@ -105,6 +139,11 @@ class ToolContext:
     # the model names and to save the files the tool returns. None outside a
     # conversation's run (a tool run by hand in the admin, say).
     files: FileAccess | None = field(default=None, compare=False, repr=False)
+
+    # Runs code in a fresh sandbox under the tool's limits (tools.sandbox):
+    # given only to calls of tools whose policy has ``sandbox`` set, on the
+    # sandbox worker; None everywhere else.
+    sandbox: Sandbox | None = field(default=None, compare=False, repr=False)
 
     def secret(self, name: str) -> str | None:
         """The calling user's secret ``name``, or None (recorded for scrubbing)."""
@@ -150,6 +189,10 @@ class Tool:
     parameters: dict[str, Any] = field(hash=False)
     handler: Handler
     policy: ToolPolicy = ToolPolicy()
+    # The tool author's mark for "the same arguments now give another
+    # result": with the name, description and schema it keys cached results
+    # (docs/tools.md, "Caching"), so a new version never serves an old answer.
+    version: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_PATTERN.fullmatch(self.name):

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired, Required, Union, get_args, get_origin, overload
 
 from tools import docstrings
-from tools.base import Handler, SideEffects, Tool, ToolContext, ToolPolicy, ToolPool
+from tools.base import CacheScope, Handler, SideEffects, Tool, ToolContext, ToolPolicy, ToolPool
+from tools.sandbox_limits import SandboxLimits
 
 Converter = Callable[[Any], Any]
 
@@ -88,6 +89,9 @@ def tool(
     side_effects: SideEffects = ...,
     requires_approval: bool = ...,
     pool: ToolPool = ...,
+    cache_ttl_s: float = ...,
+    cache_scope: CacheScope = ...,
+    sandbox: SandboxLimits | None = ...,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -102,6 +106,9 @@ def tool(
     side_effects: SideEffects = ToolPolicy.side_effects,
     requires_approval: bool = ToolPolicy.requires_approval,
     pool: ToolPool = ToolPolicy.pool,
+    cache_ttl_s: float = ToolPolicy.cache_ttl_s,
+    cache_scope: CacheScope = ToolPolicy.cache_scope,
+    sandbox: SandboxLimits | None = ToolPolicy.sandbox,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` of the decorated function (``@tool`` or ``@tool(...)``).
 
@@ -118,6 +125,9 @@ def tool(
         side_effects=side_effects,
         requires_approval=requires_approval,
         pool=pool,
+        cache_ttl_s=cache_ttl_s,
+        cache_scope=cache_scope,
+        sandbox=sandbox,
     )
     if callable(name):  # bare @tool
         return function_tool(name, policy=policy)

@@ -17,7 +17,7 @@ class CatalogConfig(AppConfig):
         from tools.executor import configure_output_limit, configure_payload_logging
         from tools.net import policy
 
-        from .models import ToolDefinition
+        from .models import CodeToolLimits, ToolDefinition
         from .versioning import bump_on_change
 
         policy.configure(allowed_private_hosts=settings.CHATFORGE_TOOLS_ALLOWED_PRIVATE_HOSTS)
@@ -26,3 +26,5 @@ class CatalogConfig(AppConfig):
         configure_payload_logging(settings.CHATFORGE_LOG_TOOL_PAYLOADS)
         post_save.connect(bump_on_change, sender=ToolDefinition, dispatch_uid="catalog-version-ToolDefinition")
         post_delete.connect(bump_on_change, sender=ToolDefinition, dispatch_uid="catalog-version-ToolDefinition-del")
+        post_save.connect(bump_on_change, sender=CodeToolLimits, dispatch_uid="catalog-version-CodeToolLimits")
+        post_delete.connect(bump_on_change, sender=CodeToolLimits, dispatch_uid="catalog-version-CodeToolLimits-del")

@@ -12,18 +12,21 @@ of its own on any step or POST.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 
 from django.conf import settings
 
+from chatforge.workers import sandbox_reports
+from tools.base import Tool
 from tools.registry import DuplicateToolError, ToolRegistry
 
 from . import versioning
 from .code_tools import code_registry
 from .definitions import tool_from_definition
-from .models import ToolDefinition
+from .models import CodeToolLimits, ToolDefinition
 from .sources import tool_sources
 
 logger = logging.getLogger(__name__)
@@ -33,16 +36,31 @@ _lock = threading.Lock()
 _cached: tuple[float, int, int, ToolRegistry] | None = None
 
 
+_sandbox_refusal_logged = ""
+
+
 def _build() -> ToolRegistry:
     registry = ToolRegistry()
     if not settings.CHATFORGE_TOOLS_ENABLED:
         return registry
     disabled = set(settings.CHATFORGE_DISABLED_TOOLS)
+    offer = sandbox_reports.offer()
+    left_out: list[str] = []
+    limits = {row.tool_name: row.sandbox_limits() for row in CodeToolLimits.objects.all()}
     for tool in code_registry().all():
-        if tool.name not in disabled:
-            registry.register(tool)
+        if tool.name in disabled:
+            continue
+        if tool.policy.sandboxed:
+            if not offer.ok:
+                left_out.append(tool.name)
+                continue
+            tool = _with_limits(tool, limits.get(tool.name))
+        registry.register(tool)
     for defn in ToolDefinition.objects.filter(enabled=True):
         if defn.name in disabled:
+            continue
+        if defn.kind == ToolDefinition.Kind.SCRIPT and not offer.ok:
+            left_out.append(defn.name)
             continue
         try:
             registry.register(tool_from_definition(defn))
@@ -53,7 +71,29 @@ def _build() -> ToolRegistry:
     # Other sources' tools (MCP servers), after the others: a taken name stays with its owner.
     for source in tool_sources():
         source.register(registry, disabled)
+    _log_left_out(left_out, offer.reason)
     return registry
+
+
+def _with_limits(tool: Tool, limits) -> Tool:
+    """A sandboxed code tool under the admin's limits, when it set some."""
+    if limits is None:
+        return tool
+    return dataclasses.replace(tool, policy=dataclasses.replace(tool.policy, sandbox=limits))
+
+
+def _log_left_out(names: list[str], reason: str) -> None:
+    """Say once (until the reason changes) which sandboxed tools are not offered, and why."""
+    global _sandbox_refusal_logged
+    said = f"{','.join(names)}|{reason}" if names else ""
+    if said and said != _sandbox_refusal_logged:
+        logger.warning("tools %s left out of the catalog: %s", ", ".join(names), reason)
+    _sandbox_refusal_logged = said
+
+
+def sandbox_offer() -> sandbox_reports.Offer:
+    """Whether sandboxed tools are offered now, and why not (the admin shows it)."""
+    return sandbox_reports.offer(fresh=True)
 
 
 def get_catalog(*, fresh: bool = False) -> ToolRegistry:

@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 
+from tools.sandbox_limits import LIMIT_HELP
+
 from .code_tools import code_tool_names
 from .definitions import tool_from_definition
 
 if TYPE_CHECKING:
-    from .models import Assistant, ToolDefinition
+    from .models import Assistant, SandboxLimitFields, ToolDefinition
 
 
 def _string_map(value: Any, field: str, errors: dict[str, list[str]]) -> None:
@@ -37,6 +39,20 @@ def check_definition(defn: ToolDefinition) -> None:
         errors["timeout_s"] = ["Must be more than 0 seconds."]
     if defn.max_attempts is not None and defn.max_attempts < 1:
         errors["max_attempts"] = ["At least 1."]
+    if defn.cache_ttl_s is not None and defn.cache_ttl_s < 0:
+        errors["cache_ttl_s"] = ["Must be 0 (no caching) or more seconds."]
+    elif defn.cache_ttl_s and defn.side_effects == defn.SideEffects.NOT_IDEMPOTENT:
+        errors["cache_ttl_s"] = ["Only read-only and idempotent tools may be cached: a cached result stands in "
+                                 "for running the tool again. Set 0, or change its side effects."]
+    if defn.kind == defn.Kind.SCRIPT:
+        if not (defn.script or "").strip():
+            errors["script"] = ["A script tool needs the Python it runs."]
+        else:
+            try:
+                compile(defn.script, f"<{defn.name or 'script'}>", "exec")
+            except SyntaxError as exc:
+                errors["script"] = [f"Not valid Python: {exc.msg} (line {exc.lineno})."]
+        _limit_errors(defn, errors)
     if defn.kind == defn.Kind.MOCK and defn.mock_response is None:
         errors["mock_response"] = ["A mock tool needs the response it returns."]
     if defn.kind == defn.Kind.HTTP:
@@ -63,6 +79,21 @@ def check_definition(defn: ToolDefinition) -> None:
             tool_from_definition(defn)
         except (ValueError, TypeError) as exc:
             errors[_field_of(str(exc))] = [str(exc)]
+    if errors:
+        raise ValidationError(errors)
+
+
+def _limit_errors(row: SandboxLimitFields, errors: dict[str, list[str]]) -> None:
+    for name in LIMIT_HELP:
+        value = getattr(row, f"sandbox_{name}")
+        if value is not None and value < 1:
+            errors[f"sandbox_{name}"] = ["At least 1."]
+
+
+def check_limits(row: SandboxLimitFields) -> None:
+    """Raise ``ValidationError`` (per field) unless every limit is a usable number."""
+    errors: dict[str, list[str]] = {}
+    _limit_errors(row, errors)
     if errors:
         raise ValidationError(errors)
 

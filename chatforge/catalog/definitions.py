@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from chatforge.settings.env import env
 from tools.base import Tool, ToolContext, ToolPolicy
 from tools.net.http_tools import ENV_PREFIX, HttpToolConfig, make_http_tool
+from tools.sandbox.calls import script_handler
 
 if TYPE_CHECKING:
     from .models import ToolDefinition
@@ -30,9 +31,11 @@ def env_lookup(name: str) -> str | None:
     return value or None
 
 
-def policy_of_row(row: Any) -> ToolPolicy:
+def policy_of_row(row: Any, *, sandboxed: bool = False) -> ToolPolicy:
     """The ``ToolPolicy`` an admin row spells out field by field (a data
-    tool definition, an MCP server): one reading for every kind of row."""
+    tool definition, an MCP server): one reading for every kind of row.
+    Rows without caching fields (MCP servers) are not cached; ``sandboxed``
+    rows run under the limits they spell out."""
     return ToolPolicy(
         timeout_s=row.timeout_s,
         max_attempts=row.max_attempts,
@@ -41,10 +44,27 @@ def policy_of_row(row: Any) -> ToolPolicy:
         side_effects=row.side_effects,
         requires_approval=row.requires_approval,
         pool=row.pool,
+        cache_ttl_s=getattr(row, "cache_ttl_s", 0.0) or 0.0,
+        cache_scope=getattr(row, "cache_scope", "user") or "user",
+        sandbox=row.sandbox_limits() if sandboxed else None,
     )
 
 
+def _version_of(defn: ToolDefinition) -> str:
+    """A data tool's version for cached results: it changes with every save."""
+    return defn.updated_at.isoformat() if defn.updated_at else ""
+
+
 def tool_from_definition(defn: ToolDefinition) -> Tool:
+    if defn.kind == defn.Kind.SCRIPT:
+        return Tool(
+            name=defn.name,
+            description=defn.description,
+            parameters=defn.parameters,
+            handler=script_handler(defn.name, defn.script),
+            policy=policy_of_row(defn, sandboxed=True),
+            version=_version_of(defn),
+        )
     if defn.kind == defn.Kind.MOCK:
         response = copy.deepcopy(defn.mock_response)
 
@@ -57,6 +77,7 @@ def tool_from_definition(defn: ToolDefinition) -> Tool:
             parameters=defn.parameters,
             handler=respond,
             policy=policy_of_row(defn),
+            version=_version_of(defn),
         )
     config = HttpToolConfig(
         url=defn.url,
@@ -80,4 +101,4 @@ def tool_from_definition(defn: ToolDefinition) -> Tool:
     )
     # The definition's whole policy (the HTTP config knows only timeouts and
     # retries; requires_approval is the engine's).
-    return dataclasses.replace(tool, policy=policy_of_row(defn))
+    return dataclasses.replace(tool, policy=policy_of_row(defn), version=_version_of(defn))

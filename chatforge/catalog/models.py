@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from django.db import models
 
-from .checks import check_assistant, check_definition
+from tools.sandbox_limits import LIMIT_HELP, SandboxLimits
+
+from .checks import check_assistant, check_definition, check_limits
 
 
 class ToolPool(models.TextChoices):
@@ -27,10 +29,47 @@ POOL_HELP = ("Which worker runs its calls. “I/O” suits tools that wait on th
              "stop at their timeout there too) and needs a worker on the tools_io queue.")
 
 
-class ToolDefinition(models.Model):
+_LIMIT_DEFAULTS = SandboxLimits()
+
+
+class SandboxLimitFields(models.Model):
+    """The hard limits of a sandboxed tool's calls (``tools.sandbox_limits``),
+    field by field, for the admin to edit. The wall time is the tool's
+    timeout."""
+
+    sandbox_cpu_s = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.cpu_s, help_text=LIMIT_HELP["cpu_s"])
+    sandbox_memory_mb = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.memory_mb, help_text=LIMIT_HELP["memory_mb"])
+    sandbox_max_processes = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.max_processes,
+                                                        help_text=LIMIT_HELP["max_processes"])
+    sandbox_max_open_files = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.max_open_files,
+                                                         help_text=LIMIT_HELP["max_open_files"])
+    sandbox_max_file_mb = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.max_file_mb,
+                                                      help_text=LIMIT_HELP["max_file_mb"])
+    sandbox_work_mb = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.work_mb, help_text=LIMIT_HELP["work_mb"])
+    sandbox_max_output_kb = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.max_output_kb,
+                                                        help_text=LIMIT_HELP["max_output_kb"])
+
+    class Meta:
+        abstract = True
+
+    def sandbox_limits(self) -> SandboxLimits:
+        return SandboxLimits(**{name: getattr(self, f"sandbox_{name}") for name in LIMIT_HELP})
+
+
+class CacheScope(models.TextChoices):
+    USER = "user", "The same user's calls"
+    GLOBAL = "global", "Anyone's calls (the same answer for everybody)"
+
+
+CACHE_TTL_HELP = ("Seconds an identical call's successful result is served again without running the tool; "
+                  "0 turns caching off. Only read-only and idempotent tools may be cached.")
+
+
+class ToolDefinition(SandboxLimitFields):
     class Kind(models.TextChoices):
         MOCK = "mock", "Mock (fixed response)"
         HTTP = "http", "HTTP API"
+        SCRIPT = "script", "Python script (runs in the sandbox)"
 
     class Method(models.TextChoices):
         GET = "GET"
@@ -63,6 +102,13 @@ class ToolDefinition(models.Model):
     )
     response_path = models.CharField(max_length=500, blank=True, help_text="JSONPath into the response, e.g. $.data[0]")
     allowed_domains = models.JSONField(default=list, blank=True, help_text="If set, only these domains (and subdomains).")
+    # script
+    script = models.TextField(
+        blank=True,
+        help_text="Script tools: Python run in the sandbox for each call. The call's arguments are the dict "
+                  "`args`; what it prints is the result (JSON if it prints JSON). No network; the "
+                  "conversation's files are at /mnt/data (docs/sandbox.md).",
+    )
     # policy
     timeout_s = models.FloatField(default=10.0)
     max_attempts = models.PositiveSmallIntegerField(default=3)
@@ -71,6 +117,9 @@ class ToolDefinition(models.Model):
     side_effects = models.CharField(max_length=16, choices=SideEffects.choices, default=SideEffects.READ_ONLY)
     requires_approval = models.BooleanField(default=False, help_text="Each call waits for the user to approve it before it runs.")
     pool = models.CharField(max_length=8, choices=ToolPool.choices, default=ToolPool.PROCESS, help_text=POOL_HELP)
+    cache_ttl_s = models.FloatField(default=0.0, help_text=CACHE_TTL_HELP)
+    cache_scope = models.CharField(max_length=8, choices=CacheScope.choices, default=CacheScope.USER,
+                                   help_text="Whose identical calls may share a cached result.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -82,6 +131,25 @@ class ToolDefinition(models.Model):
 
     def clean(self) -> None:
         check_definition(self)
+
+
+class CodeToolLimits(SandboxLimitFields):
+    """The admin's limits for a sandboxed code tool (``python``, an
+    operator's module's tool): they replace the limits its code declares."""
+
+    tool_name = models.CharField(max_length=64, unique=True, help_text="The sandboxed code tool these limits are for.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tool_name"]
+        verbose_name = "sandbox limits of a code tool"
+        verbose_name_plural = "sandbox limits of code tools"
+
+    def __str__(self) -> str:
+        return self.tool_name
+
+    def clean(self) -> None:
+        check_limits(self)
 
 
 class Assistant(models.Model):

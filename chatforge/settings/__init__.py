@@ -10,6 +10,7 @@ from .logging import *  # noqa: F401,F403
 from .observability import *  # noqa: F401,F403
 from .queues import *  # noqa: F401,F403
 from .realtime import *  # noqa: F401,F403
+from .sandbox import *  # noqa: F401,F403
 from .secrets import *  # noqa: F401,F403
 from .security import *  # noqa: F401,F403
 from .tools import *  # noqa: F401,F403

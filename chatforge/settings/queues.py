@@ -80,6 +80,9 @@ CELERY_TASK_ROUTES = {
     "chatforge.tool_call": _straight_to("tools"),
     # Calls of tools whose policy says pool="io": a threads pool (decision 0025).
     "chatforge.tool_call_io": _straight_to("tools_io"),
+    # Calls of sandboxed tools (the python tool, script tools): the sandbox
+    # worker, on hosts with bubblewrap (docs/sandbox.md).
+    "chatforge.tool_call_sandbox": _straight_to("sandbox"),
     "chatforge.finalize_run": _straight_to("default"),
     "chatforge.sweep_stalled_runs": _straight_to("default"),
     # A document's text, read after its upload (chatforge/files/tasks.py).

@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 LLM_TURN = "chatforge.llm_turn"
 TOOL_CALL = "chatforge.tool_call"
 TOOL_CALL_IO = "chatforge.tool_call_io"
+TOOL_CALL_SANDBOX = "chatforge.tool_call_sandbox"
 FINALIZE_RUN = "chatforge.finalize_run"
 
 
@@ -144,10 +145,14 @@ def tool_call_task(tool_name: str) -> str:
     """The task (and so the queue) for a call of ``tool_name``: the I/O
     pool's when the tool's policy asks for it, else the prefork pool's.
     Both run the same step, so a call sent by a catalog a moment out of
-    date still runs correctly, only on the other pool (decision 0025)."""
+    date still runs correctly, only on the other pool (decision 0025).
+    A sandboxed tool's calls go to the sandbox worker, always: no other
+    worker may run them (docs/sandbox.md)."""
+    tool = get_catalog().get(tool_name)
+    if tool is not None and tool.policy.sandboxed:
+        return TOOL_CALL_SANDBOX
     if not settings.CHATFORGE_TOOLS_IO_POOL:
         return TOOL_CALL  # no tools_io worker in this deployment
-    tool = get_catalog().get(tool_name)
     return TOOL_CALL_IO if tool is not None and tool.policy.pool == "io" else TOOL_CALL
 
 

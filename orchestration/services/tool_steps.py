@@ -242,11 +242,14 @@ def _run_claimed_call(inv: ToolInvocation, started: float) -> None:
         release_connections()
         with step_lease(run_id, inv), step_span("tool.call", **{"chatforge.run_id": run_id, "chatforge.tool": inv.name,
                                                                  "chatforge.tool_call_id": inv.tool_call_id}):
+            catalog = get_catalog()
+            tool = catalog.get(inv.name)
             context = tool_context_for(user_id=run.user_id, run_id=run_id, tool_call_id=inv.tool_call_id,
                                        user_ciphertexts=extras_of(inv).user_ciphertexts,
-                                       conversation_id=str(run.conversation_id))
+                                       conversation_id=str(run.conversation_id),
+                                       policy=tool.policy if tool is not None else None)
             result = execute_tool(
-                get_catalog(),
+                catalog,
                 inv.name,
                 inv.arguments,
                 context=context,

@@ -67,14 +67,14 @@ def test_build_registry_has_the_builtins() -> None:
     registry = build_registry()
 
     assert registry.names() == sorted(tool.name for tool in BUILTIN_TOOLS)
-    assert registry.names() == ["calculator", "echo", "get_time", "list_files", "read_file", "web_fetch",
+    assert registry.names() == ["calculator", "echo", "get_time", "list_files", "python", "read_file", "web_fetch",
                                 "web_search"]
 
 
 def test_build_registry_loads_tools_from_extra_modules() -> None:
     registry = build_registry(["tests.tools.plugin_tools"])
 
-    assert registry.names() == ["calculator", "echo", "get_time", "list_files", "read_file", "shout", "web_fetch",
+    assert registry.names() == ["calculator", "echo", "get_time", "list_files", "python", "read_file", "shout", "web_fetch",
                                 "web_search"]
     assert execute_tool(registry, "shout", {"text": "hi"}).result == "HI"
 
