@@ -61,10 +61,14 @@ def sandbox_environment(config: SandboxConfig) -> dict[str, str]:
     }
 
 
-def bwrap_argv(config: SandboxConfig, bwrap: str, job_dir: str, limits: SandboxLimits) -> list[str]:
-    """The whole command: bubblewrap's options, then the launcher."""
+def bwrap_argv(config: SandboxConfig, bwrap: str, job_dir: str, limits: SandboxLimits, *,
+               info_fd: int) -> list[str]:
+    """The whole command: bubblewrap's options, then the launcher.
+    ``info_fd``: where bubblewrap says which host process is the sandbox's
+    first (the runner kills that one to end them all)."""
     argv = [
         bwrap,
+        "--info-fd", str(info_fd),
         # Own user, PID, IPC, UTS, cgroup and network namespaces (an empty
         # network: loopback only, nothing listening), and no way to make more.
         "--unshare-all", "--unshare-user", "--disable-userns",
@@ -101,6 +105,9 @@ def bwrap_argv(config: SandboxConfig, bwrap: str, job_dir: str, limits: SandboxL
         argv += ["--ro-bind", prefix, prefix]
     # At its own path: its scripts and matplotlib's font cache name it so.
     argv += ["--ro-bind", config.python_env, config.python_env, "--chdir", OUTPUT_DIR]
+    # Last: the root bubblewrap built its tree on becomes read-only too, so
+    # only the tmpfs directories above are writable.
+    argv += ["--remount-ro", "/"]
     for name, value in sandbox_environment(config).items():
         argv += ["--setenv", name, value]
     # -I: no user site, no PYTHON* variables, no script directory on sys.path.

@@ -49,10 +49,12 @@ def main() -> int:
 
 
 def _limit(limits: dict) -> None:
-    """Soft and hard limits alike: the code cannot raise them again."""
+    """Hard limits the code cannot raise again. The CPU limit's hard value
+    is a second above the soft one: at the soft one the kernel sends
+    SIGXCPU, which says why the code ended; at the hard one, SIGKILL."""
     mib = 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 1))
     for which, value in (
-        (resource.RLIMIT_CPU, limits["cpu_s"]),
         (resource.RLIMIT_AS, limits["memory_mb"] * mib),
         (resource.RLIMIT_NPROC, limits["max_processes"]),
         (resource.RLIMIT_NOFILE, limits["max_open_files"]),

@@ -23,8 +23,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal, Protocol
 
@@ -130,19 +129,47 @@ def run_sandboxed(
     if bwrap is None:
         raise FileNotFoundError(f"bubblewrap ({config.bwrap}) is not installed")
     job_dir = job_directory(config)
-    files_read, files_write = os.pipe()
+    pipes = _Pipes()
     try:
-        _write_job(config, job_dir, code, limits, inputs, args, files_fd=files_write)
-        outcome = _watch(config, bwrap, job_dir, limits, wall_s, cancel_check, (files_read, files_write))
+        _write_job(config, job_dir, code, limits, inputs, args, files_fd=pipes.files_write)
+        outcome = _watch(config, bwrap, job_dir, limits, wall_s, cancel_check, pipes)
     except BaseException:
         shutil.rmtree(job_dir, ignore_errors=True)
         raise
+    finally:
+        pipes.close()
     outcome._job_dir = job_dir
     return outcome
 
 
+class _Pipes:
+    """The two pipes besides stdout and stderr: the returned files (the
+    launcher's tar stream) and bubblewrap's info (the sandbox's first
+    process, as the host sees it)."""
+
+    def __init__(self) -> None:
+        self.files_read, self.files_write = os.pipe()
+        self.info_read, self.info_write = os.pipe()
+        self._open = {self.files_read, self.files_write, self.info_read, self.info_write}
+
+    def close_child_ends(self) -> None:
+        for fd in (self.files_write, self.info_write):
+            self._close(fd)
+
+    def close(self) -> None:
+        for fd in list(self._open):
+            self._close(fd)
+
+    def _close(self, fd: int) -> None:
+        if fd in self._open:
+            self._open.discard(fd)
+            os.close(fd)
+
+
 def _write_job(config: SandboxConfig, job_dir: str, code: str, limits: SandboxLimits,
                inputs: Sequence[InputFile], args: Mapping[str, Any] | None, *, files_fd: int) -> None:
+    uid = config.drops_to()
+    uid, gid = (os.getuid(), os.getgid()) if uid is None else (uid, uid)
     job: dict[str, Any] = {
         "limits": limits.as_dict(),
         "files_fd": files_fd,  # the pipe the returned files go back on (its number in the sandbox too)
@@ -154,9 +181,8 @@ def _write_job(config: SandboxConfig, job_dir: str, code: str, limits: SandboxLi
     files = {
         "job.json": json.dumps(job),
         "main.py": code,
-        "passwd": f"sandbox:x:{os.getuid() if config.drops_to() is None else config.run_as}:"
-                  f"{os.getgid() if config.drops_to() is None else config.run_as}:sandbox:/tmp:/usr/sbin/nologin\n",
-        "group": f"sandbox:x:{os.getgid() if config.drops_to() is None else config.run_as}:\n",
+        "passwd": f"sandbox:x:{uid}:{gid}:sandbox:/tmp:/usr/sbin/nologin\n",
+        "group": f"sandbox:x:{gid}:\n",
     }
     for name, text in files.items():
         path = os.path.join(job_dir, name)
@@ -177,18 +203,17 @@ def _write_job(config: SandboxConfig, job_dir: str, code: str, limits: SandboxLi
 
 
 def _watch(config: SandboxConfig, bwrap: str, job_dir: str, limits: SandboxLimits, wall_s: float,
-           cancel_check: Callable[[], bool] | None, pipe: tuple[int, int]) -> SandboxOutcome:
-    """Start the sandbox and watch it; ``pipe``'s ends are closed here, whatever happens."""
+           cancel_check: Callable[[], bool] | None, pipes: _Pipes) -> SandboxOutcome:
+    """Start the sandbox and watch it until it has ended, every process of it."""
     started = time.monotonic()
-    files_read, files_write = pipe
     drop = config.drops_to()
     try:
         process = subprocess.Popen(  # noqa: S603 - our own argv, no shell
-            bwrap_argv(config, bwrap, job_dir, limits),
+            bwrap_argv(config, bwrap, job_dir, limits, info_fd=pipes.info_write),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=(files_write,),
+            pass_fds=(pipes.files_write, pipes.info_write),
             env={"PATH": "/usr/bin:/bin"},  # bubblewrap's own: the worker's variables never reach it
             start_new_session=True,
             user=drop,
@@ -196,14 +221,15 @@ def _watch(config: SandboxConfig, bwrap: str, job_dir: str, limits: SandboxLimit
             extra_groups=[] if drop is not None else None,
             cwd="/",
         )
-    except BaseException:
-        os.close(files_read)
-        raise
     finally:
-        os.close(files_write)
+        pipes.close_child_ends()
     spool_path = os.path.join(job_dir, "returned.tar")
-    with open(spool_path, "wb") as spool, _streams(process, files_read) as streams:
-        stopped = _pump(process, streams, spool, limits, started + wall_s, cancel_check)
+    streams = _Streams(Capture(_KEEP_BYTES), Capture(_KEEP_BYTES), pipes.files_read, pipes.info_read)
+    try:
+        with open(spool_path, "wb") as spool:
+            stopped = _pump(process, streams, spool, limits, started + wall_s, cancel_check)
+    finally:
+        _end(process, streams)
     exit_code = process.returncode
     out, err = streams.stdout, streams.stderr
     setup_error = ""
@@ -229,31 +255,28 @@ class _Streams:
     stdout: Capture
     stderr: Capture
     files_fd: int
+    info_fd: int
+    info: bytearray = field(default_factory=bytearray)
     files_bytes: int = 0
     files_overflow: bool = False
 
-
-@contextmanager
-def _streams(process: subprocess.Popen, files_fd: int) -> Iterator[_Streams]:
-    streams = _Streams(Capture(_KEEP_BYTES), Capture(_KEEP_BYTES), files_fd)
-    try:
-        yield streams
-    finally:
-        _kill(process)
-        for pipe in (process.stdout, process.stderr):
-            if pipe is not None:
-                pipe.close()
-        os.close(files_fd)
+    def first_process(self) -> int | None:
+        """The sandbox's first process (its PID namespace's init), once
+        bubblewrap has said which."""
+        try:
+            return int(json.loads(bytes(self.info))["child-pid"])
+        except (ValueError, KeyError, TypeError):
+            return None
 
 
 def _pump(process: subprocess.Popen, streams: _Streams, spool: BinaryIO, limits: SandboxLimits,
           deadline: float, cancel_check: Callable[[], bool] | None) -> Stopped | None:
-    """Read the three pipes until they close and the sandbox has exited, or
-    until it must be stopped (then say why)."""
+    """Read the pipes until they close and the sandbox has exited, or until
+    it must be stopped (then say why)."""
     assert process.stdout is not None and process.stderr is not None
     selector = selectors.DefaultSelector()
     captures = {process.stdout.fileno(): streams.stdout, process.stderr.fileno(): streams.stderr}
-    for fd in (*captures, streams.files_fd):
+    for fd in (*captures, streams.files_fd, streams.info_fd):
         os.set_blocking(fd, False)
         selector.register(fd, selectors.EVENT_READ)
     output_cap = limits.max_output_kb * 1024
@@ -280,30 +303,45 @@ def _pump(process: subprocess.Popen, streams: _Streams, spool: BinaryIO, limits:
                 if not chunk:
                     selector.unregister(fd)
                     continue
-                if fd == streams.files_fd:
+                if fd == streams.info_fd:
+                    streams.info += chunk[: 4096 - len(streams.info)]
+                elif fd == streams.files_fd:
                     streams.files_bytes += len(chunk)
                     if streams.files_bytes <= files_cap:
                         spool.write(chunk)
                     else:
                         streams.files_overflow = True
-                    continue
-                captures[fd].add(chunk)
-                if streams.stdout.total + streams.stderr.total > output_cap:
-                    return "output_limit"
+                else:
+                    captures[fd].add(chunk)
+                    if streams.stdout.total + streams.stderr.total > output_cap:
+                        return "output_limit"
         return None
     finally:
         selector.close()
 
 
-def _kill(process: subprocess.Popen) -> None:
-    """SIGKILL bubblewrap's session (a no-op once it has exited) and reap it."""
+def _end(process: subprocess.Popen, streams: _Streams) -> None:
+    """Make sure the sandbox is gone, every process of it, and reap bubblewrap.
+
+    SIGKILL to the sandbox's first process ends its PID namespace: the
+    kernel kills every other process in it and waits for them before that
+    first process is gone, and bubblewrap, its parent, then exits. Only
+    when bubblewrap never said which process that is (it failed to set up)
+    is bubblewrap's own session killed instead."""
     if process.poll() is None:
+        first = streams.first_process()
         try:
-            os.killpg(process.pid, signal.SIGKILL)
+            if first is not None:
+                os.kill(first, signal.SIGKILL)
+            else:
+                os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
     try:
         process.wait(timeout=10)
-    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not refused
-        process.kill()
+    except subprocess.TimeoutExpired:  # pragma: no cover - bubblewrap exits once its child is gone
+        os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
