@@ -32,8 +32,9 @@ from .sources import tool_sources
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-# (built at, catalog version seen then, this process's own changes then, catalog)
-_cached: tuple[float, int, int, ToolRegistry] | None = None
+# (built at, (catalog version seen then, this process's own changes then,
+# whether sandboxed tools were offered then), catalog)
+_cached: tuple[float, tuple[int, int, bool], ToolRegistry] | None = None
 
 
 _sandbox_refusal_logged = ""
@@ -99,14 +100,17 @@ def sandbox_offer() -> sandbox_reports.Offer:
 def get_catalog(*, fresh: bool = False) -> ToolRegistry:
     """The current catalog; ``fresh`` skips the cache (admin actions, the API)."""
     global _cached
-    now, version, own_changes = time.monotonic(), versioning.seen(), versioning.own_changes()
+    now = time.monotonic()
+    # A sandbox worker coming or going changes what is offered without a
+    # catalog change; its reports are read at most every few seconds.
+    seen = (versioning.seen(), versioning.own_changes(), sandbox_reports.offer().ok)
     with _lock:
-        if (not fresh and _cached is not None and _cached[1:3] == (version, own_changes)
+        if (not fresh and _cached is not None and _cached[1] == seen
                 and now - _cached[0] < settings.CHATFORGE_TOOL_CATALOG_TTL_S):
-            return _cached[3]
+            return _cached[2]
     registry = _build()
     with _lock:
-        _cached = (now, version, own_changes, registry)
+        _cached = (now, seen, registry)
     return registry
 
 

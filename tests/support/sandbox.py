@@ -18,13 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SANDBOX_PYTHON = os.environ.get("CHATFORGE_SANDBOX_PYTHON", str(ROOT / ".sandbox-python"))
 
 
-def test_uid() -> int:
+def fresh_uid() -> int:
     """A uid no other process has: a root test runs its sandboxes as it."""
     return random.randrange(300_000, 900_000)
 
 
 def sandbox_config(uid: int | None = None, **overrides) -> SandboxConfig:
-    config = SandboxConfig(python_env=SANDBOX_PYTHON, run_as=uid if uid is not None else test_uid(), **overrides)
+    config = SandboxConfig(python_env=SANDBOX_PYTHON, run_as=uid if uid is not None else fresh_uid(), **overrides)
     availability = probe(config)
     assert availability.ok, f"the sandbox cannot run here: {availability.reason} (make sandbox)"
     return config
