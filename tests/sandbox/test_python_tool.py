@@ -18,7 +18,8 @@ from tools.builtin.python import PYTHON
 from tools.executor import execute_tool
 from tools.files import DEFAULT_PAGE_CHARS, FileInfo, FileNotInConversation, TextPage
 from tools.registry import ToolRegistry
-from tools.sandbox.calls import script_handler
+from tools import tool
+from tools.sandbox.calls import python_result, run_for_call, script_handler
 from tools.sandbox.runner import BwrapSandbox
 from tools.sandbox_limits import SandboxLimits
 
@@ -161,3 +162,23 @@ def test_a_script_tool_printing_text_returns_the_text(config) -> None:
     tool = Tool(name="hello", description="Greets.", parameters={"type": "object", "properties": {}},
                 handler=script_handler("hello", "print('hello', args)"), policy=ToolPolicy(sandbox=SandboxLimits()))
     assert call(config, {}, tool=tool).result == "hello {}"
+
+
+def test_the_documented_sandboxed_code_tool_works_as_written(config) -> None:
+    # docs/sandbox.md, "Your own sandboxed tools", as written there.
+    @tool(timeout_s=30, side_effects="idempotent", sandbox=SandboxLimits(memory_mb=512))
+    def summarise_csv(name: str, context: ToolContext) -> str:
+        """Summary statistics of one of the conversation's CSV files.
+
+        Args:
+            name: The file's name, as list_files shows it.
+        """
+        code = f"import pandas as pd\nprint(pd.read_csv('/mnt/data/' + {name!r}).describe())"
+        return python_result(run_for_call("summarise_csv", code, context))
+
+    files = Conversation()
+    files.add("sales.csv", b"amount\n10\n30\n20\n")
+    assert summarise_csv.policy.sandbox == SandboxLimits(memory_mb=512)
+    result = call(config, {"name": "sales.csv"}, files=files, tool=summarise_csv)
+    assert result.status == "success", result.error
+    assert "mean" in result.result and "20.0" in result.result
