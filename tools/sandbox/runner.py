@@ -330,6 +330,8 @@ def _end(process: subprocess.Popen, streams: _Streams) -> None:
     is bubblewrap's own session killed instead."""
     if process.poll() is None:
         first = streams.first_process()
+        if first is not None and _parent_of(first) != process.pid:
+            first = None  # not bubblewrap's child (it has gone): never signal another process
         try:
             if first is not None:
                 os.kill(first, signal.SIGKILL)
@@ -345,3 +347,14 @@ def _end(process: subprocess.Popen, streams: _Streams) -> None:
     for pipe in (process.stdout, process.stderr):
         if pipe is not None:
             pipe.close()
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
