@@ -83,19 +83,24 @@ class ToolResult:
     # object), validation (against the schema, or the handler's
     # ToolArgumentError), execution, timeout. None on success.
     error_kind: str | None = None
+    # Served from the tool result cache instead of running the tool (the
+    # engine's, docs/tools.md "Caching"); the executor itself never caches.
+    cached: bool = False
 
     @property
     def success(self) -> bool:
         return self.status == "success"
 
     def as_dict(self) -> dict[str, Any]:
-        """``{success, result | error, tool_name, execution_time_ms}``, the documented result shape."""
+        """``{success, result | error, tool_name, execution_time_ms}``, the documented result shape,
+        plus ``cached: true`` for a result served from the cache (left out otherwise)."""
         outcome: dict[str, Any] = {"result": self.result} if self.success else {"error": self.error}
         return {
             "success": self.success,
             **outcome,
             "tool_name": self.tool_name,
             "execution_time_ms": self.execution_time_ms,
+            **({"cached": True} if self.cached else {}),
         }
 
     def output_text(self) -> str:

@@ -33,7 +33,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
 from chatforge.conversations.traces import build_run_trace, pretty_json_text, run_duration_ms
@@ -231,7 +231,8 @@ class RunAdmin(TraceAdmin):
     change_form_template = "admin/conversations/run/change_form.html"
     fieldsets = [
         (None, {"fields": ["id", "conversation_link", "user_link", "status", "model", "assistant", "error",
-                           "error_kind", "finish_reason", "max_iterations_reached", "cancel_requested", "blocked_by_link"]}),
+                           "error_kind", "finish_reason", "max_iterations_reached", "cancel_requested", "blocked_by_link",
+                           "cached_calls"]}),
         ("Timing", {"fields": ["created_at", "started_at", "finished_at", "duration", "heartbeat_at"]}),
         ("Request", {"fields": ["user_message_shown", "options_shown", "usage_shown"]}),
     ]
@@ -239,6 +240,7 @@ class RunAdmin(TraceAdmin):
         "id", "conversation_link", "user_link", "status", "model", "assistant", "error", "error_kind",
         "finish_reason", "max_iterations_reached", "cancel_requested", "blocked_by_link", "created_at", "started_at",
         "finished_at", "duration", "heartbeat_at", "user_message_shown", "options_shown", "usage_shown",
+        "cached_calls",
     ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
@@ -265,6 +267,18 @@ class RunAdmin(TraceAdmin):
     @admin.display(description="duration", ordering="elapsed")
     def duration(self, obj: Run) -> str:
         return _format_ms(run_duration_ms(obj))
+
+    @admin.display(description="served from the cache")
+    def cached_calls(self, obj: Run) -> str:
+        """The run's calls answered from the tool result cache (their tool did
+        not run: docs/tools.md, "Caching"), each a link to its call in the
+        trace below; one query, on the run's page only."""
+        calls = list(ToolInvocation.objects.filter(run=obj, result__cached=True)
+                     .order_by("iteration", "position", "id").values_list("tool_call_id", "name"))
+        if not calls:
+            return "—"
+        links = format_html_join(", ", '<a href="#call-{0}">{1}</a> (<code>{0}</code>)', calls)
+        return format_html("{} of the run's calls: {}", len(calls), links)
 
     @admin.display(description="conversation")
     def conversation_link(self, obj: Run) -> str:

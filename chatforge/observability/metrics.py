@@ -99,6 +99,10 @@ TOOL_ERRORS = Counter(
     ["tool", "kind"])
 TOOL_RETRIES = Counter("chatforge_tool_retries_total", "Tool attempts that failed and were tried again, by tool.",
                        ["tool"])
+TOOL_CACHE_LOOKUPS = Counter(
+    "chatforge_tool_cache_lookups_total",
+    "Calls of tools with a cache TTL looked up in the tool result cache, by tool and outcome "
+    "(hit, miss, unavailable).", ["tool", "outcome"])
 TOOL_DURATION = Histogram(
     "chatforge_tool_duration_seconds", "A tool call's execution, retries and backoff included, by tool.", ["tool"],
     buckets=_FAST + (5.0, 10.0, 30.0, 60.0))

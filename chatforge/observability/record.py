@@ -47,9 +47,15 @@ def tool_recorded(name: str, result: ToolResult) -> None:
     if result.error_kind == "unknown_tool":
         name = "(unknown)"  # a name the model made up: not a label value to keep
     metrics.TOOL_CALLS.labels(tool=name, status=result.status).inc()
-    metrics.TOOL_DURATION.labels(tool=name).observe(result.execution_time_ms / 1000)
+    if not result.cached:  # a cached result ran nothing: its lookup is no tool execution
+        metrics.TOOL_DURATION.labels(tool=name).observe(result.execution_time_ms / 1000)
     if result.status != "success":
         metrics.TOOL_ERRORS.labels(tool=name, kind=result.error_kind or result.status).inc()
+
+
+def tool_cache_lookup(name: str, outcome: str) -> None:
+    """``outcome``: ``hit``, ``miss`` or ``unavailable`` (the cache could not be reached)."""
+    metrics.TOOL_CACHE_LOOKUPS.labels(tool=name, outcome=outcome).inc()
 
 
 def tool_retried(name: str) -> None:

@@ -214,10 +214,13 @@ def tool_retry(ref: RunRef, *, tool_call_id: str, attempt: int, error: str) -> N
 
 def tool_output(
     ref: RunRef, *, tool_call_id: str, name: str, output: str, status: str, execution_time_ms: int,
-    files: Sequence[dict[str, Any]] | None = None,
+    files: Sequence[dict[str, Any]] | None = None, cached: bool = False,
 ) -> None:
     """``files``: those the call saved to the conversation, ``[{id, name,
-    content_type, kind, size}]``; the key is left out when it saved none."""
+    content_type, kind, size}]``; the key is left out when it saved none.
+    ``cached``: the output was served from the tool result cache, the tool
+    did not run (docs/tools.md, "Caching"); ``"cached": true`` is sent only
+    then, like ``files``, so the events of every other call are unchanged."""
     _publish_on_commit(
         ref,
         "tool_output",
@@ -228,6 +231,7 @@ def tool_output(
             "status": status,
             "execution_time_ms": execution_time_ms,
             **({"files": list(files)} if files else {}),
+            **({"cached": True} if cached else {}),
         },
         dedupe_key=f"tool_output:{tool_call_id}",
     )

@@ -39,6 +39,7 @@ from chatforge.scheduling.slots import call_step_id
 from chatforge.scheduling.usage import take_tool_call
 from orchestration.event_log import events
 from orchestration.queueing import dispatch
+from orchestration.services.tool_cache import CallCache, call_cache
 from orchestration.services.tool_context import tool_context_for
 from orchestration.services.tool_files import ConversationFiles, files_returned_by
 from tools.executor import ToolResult, execute_tool
@@ -171,7 +172,8 @@ def _counted_off(inv: ToolInvocation, result: ToolResult, output: str, counted: 
         return False  # the run has ended (or left this round)
     run = inv.run
     events.tool_output(ref(run), tool_call_id=inv.tool_call_id, name=inv.name, output=output,
-                       status=result.status, execution_time_ms=result.execution_time_ms, files=files)
+                       status=result.status, execution_time_ms=result.execution_time_ms, files=files,
+                       cached=result.cached)
     if counted.pending > 0:
         return False  # other calls of the round are still running
     if counted.cancel_requested:
@@ -227,14 +229,27 @@ def _returned_files(inv: ToolInvocation, handle: FileAccess | None) -> list[File
     return files_returned_by(run_id=str(inv.run_id), tool_call_id=inv.tool_call_id)
 
 
+def _call_cache(inv: ToolInvocation) -> CallCache | None:
+    """Where this call's result is cached (docs/tools.md, "Caching"); None
+    when its tool declares no cache TTL."""
+    run = inv.run
+    return call_cache(get_catalog().get(inv.name), inv.arguments, user_id=run.user_id,
+                      conversation_id=str(run.conversation_id))
+
+
 def _run_claimed_call(inv: ToolInvocation, started: float) -> None:
     run_id, run = str(inv.run_id), inv.run
     bind_run(run)
     record.redelivered("tool_call", inv.deliveries)
     if step_must_stop(run):
         return
-    result = _preset_result(inv) or _repeat_result(inv) or _quota_result(inv)
+    result = _preset_result(inv) or _repeat_result(inv)
+    # A cached answer is looked up before the quota is taken: a call that
+    # runs nothing uses none of the tool's daily quota.
+    cache = _call_cache(inv) if result is None else None
+    result = result or (cache.lookup() if cache is not None else None) or _quota_result(inv)
     handle: FileAccess | None = None
+    ran = result is None
     if result is None:
         # The tool may take its whole timeout: its database connection goes
         # back to the pool meanwhile, so a tools_io worker's threads waiting
@@ -256,5 +271,8 @@ def _run_claimed_call(inv: ToolInvocation, started: float) -> None:
                 on_retry=lambda attempt, error: _record_failed_attempt(run, inv, attempt, error),
             )
         handle = context.files
-    record_result(inv, result, files=_returned_files(inv, handle))
+    files = _returned_files(inv, handle)
+    record_result(inv, result, files=files)
+    if ran and cache is not None:
+        cache.store(result, files)
     record.step_overhead("tool_call", time.perf_counter() - started - result.execution_time_ms / 1000)

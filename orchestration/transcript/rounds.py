@@ -39,6 +39,9 @@ class RoundResult(TypedDict):
     # The files the call saved to the conversation (only when it saved any);
     # ``output`` already names them for the model.
     files: NotRequired[list[ReturnedFile]]
+    # True when the output was served from the tool result cache (the tool
+    # did not run: docs/tools.md, "Caching"); absent otherwise.
+    cached: NotRequired[bool]
 
 
 class ToolRound(TypedDict):
@@ -75,9 +78,11 @@ def tool_rounds_from_ledger(
                 "status": status,
                 "execution_time_ms": (inv.duration_ms or 0) if finished else 0,
             }
-            files = (inv.result or {}).get("files") if finished and isinstance(inv.result, dict) else None
-            if files:
-                result["files"] = files
+            stored = inv.result if finished and isinstance(inv.result, dict) else {}
+            if stored.get("files"):
+                result["files"] = stored["files"]
+            if stored.get("cached") is True:
+                result["cached"] = True
             results.append(result)
         rounds.append(
             {

@@ -134,3 +134,46 @@ TOOLS = [
         handler=_file_size,
     ),
 ]
+
+
+# --- tool result caching (docs/tools.md, "Caching") -----------------------
+
+
+def _cached_lookup(args: dict, ctx: ToolContext) -> dict:
+    """Counts its runs per arguments in Redis (a call served from the cache
+    does not run, so does not count); fails or saves a file when asked."""
+    runs = redis.Redis.from_url(EFFECTS_REDIS_URL).incr(
+        "cached_lookup:" + ",".join(f"{key}={args[key]}" for key in sorted(args)))
+    if args.get("fail"):
+        raise ToolError("the lookup failed, as asked")
+    if args.get("save"):
+        if ctx.files is None:
+            raise ToolError("cached_lookup saves a file only in a conversation")
+        ctx.files.save("lookup.txt", b"looked up")
+    return {"word": args["word"], "runs": runs}
+
+
+def cached_lookup_runs(**args: object) -> int:
+    """How many times a cached test tool ran with these arguments."""
+    key = "cached_lookup:" + ",".join(f"{name}={args[name]}" for name in sorted(args))
+    return int(redis.Redis.from_url(EFFECTS_REDIS_URL).get(key) or 0)
+
+
+_LOOKUP = {
+    "type": "object",
+    "properties": {"word": {"type": "string"}, "nonce": {"type": "string"}, "fail": {"type": "boolean"},
+                   "save": {"type": "boolean"}},
+    "required": ["word"],
+    "additionalProperties": False,
+}
+
+TOOLS += [
+    Tool(name="cached_lookup", description="Test tool: a lookup whose results are cached per user for 5 minutes.",
+         parameters=_LOOKUP, handler=_cached_lookup,
+         policy=ToolPolicy(cache_ttl_s=300, cache_scope="user")),
+    Tool(name="cached_lookup_global", description="Test tool: a lookup whose results anyone's calls share.",
+         parameters=_LOOKUP, handler=_cached_lookup,
+         policy=ToolPolicy(cache_ttl_s=300, cache_scope="global")),
+    Tool(name="cached_briefly", description="Test tool: a lookup whose results are cached for 1 second.",
+         parameters=_LOOKUP, handler=_cached_lookup, policy=ToolPolicy(cache_ttl_s=1)),
+]
