@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import struct
 import time
+import zlib
 
 import redis
 
@@ -58,6 +60,32 @@ def _save_report(args: dict, ctx: ToolContext) -> dict:
     text = args.get("text", "city,people\nOslo,700000\n")
     info = ctx.files.save(args.get("name", "report.csv"), text.encode())
     return {"saved": info.name}
+
+
+def _chart_png(width: int = 96, height: int = 64) -> bytes:
+    """A real PNG (an RGB gradient), so a thumbnail has pixels to show."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    rows = b"".join(
+        b"\x00" + b"".join(bytes((x * 255 // width, y * 255 // height, 160)) for x in range(width))
+        for y in range(height)
+    )
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+RUN_SNIPPET_OUTPUT = "mean = 4.5\n   x   y\n0  1  2\n1  3  4"
+
+
+def _run_snippet(args: dict, ctx: ToolContext) -> str:
+    """Shaped like the python tool (one ``code`` argument; what it printed
+    comes back, a chart as a file), without a sandbox: the chat page's code
+    card is tested where no sandbox worker runs."""
+    if ctx.files is None:
+        raise ToolError("run_snippet needs a conversation")
+    ctx.files.save("chart.png", _chart_png())
+    return RUN_SNIPPET_OUTPUT
 
 
 def _file_size(args: dict, ctx: ToolContext) -> dict:
@@ -124,6 +152,14 @@ TOOLS = [
         parameters={"type": "object", "properties": {"name": {"type": "string"}, "text": {"type": "string"}},
                     "additionalProperties": False},
         handler=_save_report,
+        policy=ToolPolicy(side_effects="idempotent"),
+    ),
+    Tool(
+        name="run_snippet",
+        description="Test tool shaped like python: takes code, returns fixed printed text and a PNG.",
+        parameters={"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"],
+                    "additionalProperties": False},
+        handler=_run_snippet,
         policy=ToolPolicy(side_effects="idempotent"),
     ),
     Tool(

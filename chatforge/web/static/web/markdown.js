@@ -70,6 +70,25 @@ export function renderMarkdown(node, source) {
   for (const pre of node.querySelectorAll("pre")) addCopyButton(pre, () => pre.querySelector("code")?.textContent ?? pre.textContent);
 }
 
+// Source code (a tool's ``code`` argument) into ``node`` (a <code>),
+// coloured by highlight.js when the page has it. The highlighted markup is
+// only <span class> around escaped text, and goes through the sanitiser
+// with nothing else allowed; without the libraries (the tool testing page)
+// the code goes in as plain text.
+const CODE_ONLY = { ALLOWED_TAGS: ["span"], ALLOWED_ATTR: ["class"] };
+// Longer code is shown uncoloured: colouring 100,000 characters (the python
+// tool's limit) would hold up the page's frame for no one's benefit.
+const MAX_HIGHLIGHTED_CHARS = 20_000;
+
+export function renderCode(node, source, language) {
+  if (shown.get(node) === source) return;
+  shown.set(node, source);
+  const html = window.DOMPurify && source.length <= MAX_HIGHLIGHTED_CHARS ? highlight(source, language) : "";
+  node.classList.toggle("hljs", Boolean(html));
+  if (html) node.innerHTML = window.DOMPurify.sanitize(html, CODE_ONLY);
+  else node.textContent = source;
+}
+
 // A "Copy" button on ``container`` that puts ``text()`` on the clipboard.
 export function addCopyButton(container, text, label = "Copy") {
   const button = document.createElement("button");

@@ -7,6 +7,9 @@
 import { renderStoredFiles } from "./attachments.js";
 import { addCopyButton, renderMarkdown } from "./markdown.js";
 import { TERMINAL } from "./run_state.js";
+import { codeArgument, codeSection, codeSummary, renderCodeSection } from "./tool_code.js";
+
+const CACHED_TITLE = "Served from the cache: the tool did not run again";
 
 const STATUS_LABELS = {
   queued: "queued", running: "running", completed: "completed",
@@ -50,13 +53,23 @@ function toolCard(tool) {
   const summary = el("summary");
   summary.append(
     el("span", "spinner"), el("span", "tool-name mono"), el("span", "tool-args-inline mono"),
-    el("span", "badge tool-status"), el("span", "tool-duration"), el("span", "tool-attempts"),
+    el("span", "badge tool-status"), cachedBadge(), el("span", "tool-duration"), el("span", "tool-attempts"),
   );
   const body = el("div", "tool-body");
-  body.append(approvalBar(), el("div", "label", "Arguments"), el("pre", "tool-args mono"),
-    el("div", "label tool-output-label", "Output"), el("pre", "tool-output mono"), el("p", "tool-retry"));
+  body.append(approvalBar(), el("div", "label tool-args-label", "Arguments"), el("pre", "tool-args mono"),
+    codeSection(), el("div", "label tool-output-label", "Output"), el("pre", "tool-output mono"),
+    el("p", "tool-retry"));
   card.append(summary, body);
   return card;
+}
+
+// Shown on a call whose result came from the tool result cache
+// (``cached: true`` on its tool_output event and its stored result).
+function cachedBadge() {
+  const badge = el("span", "badge tool-cached", "cached");
+  badge.title = CACHED_TITLE;
+  badge.hidden = true;
+  return badge;
 }
 
 // Approve / Deny for a call that waits for the user. A click dispatches a
@@ -118,16 +131,26 @@ function renderTool(card, tool) {
   card.dataset.status = tool.status;
   setText(card.querySelector(".tool-name"), tool.name);
   const args = tool.arguments || "{}";
-  setText(card.querySelector(".tool-args-inline"), args.length > 80 ? `${args.slice(0, 77)}…` : args);
+  // A code tool's call (tool_code.js) shows its code, and what it printed as printed.
+  const code = codeArgument(args);
+  card.classList.toggle("code-call", code !== null);
+  setText(card.querySelector(".tool-args-inline"),
+    code !== null ? codeSummary(code) : args.length > 80 ? `${args.slice(0, 77)}…` : args);
   setText(card.querySelector(".tool-status"), tool.status.replaceAll("_", " "));
   card.querySelector(".tool-status").dataset.status = tool.status;
+  card.querySelector(".tool-cached").hidden = tool.cached !== true;
   setText(card.querySelector(".tool-duration"), formatMs(tool.ms));
   setText(card.querySelector(".tool-attempts"), tool.attempts > 1 ? `attempt ${tool.attempts}` : "");
-  setText(card.querySelector(".tool-args"), pretty(args));
+  card.querySelector(".tool-args-label").hidden = card.querySelector(".tool-args").hidden = code !== null;
+  if (code === null) setText(card.querySelector(".tool-args"), pretty(args));
+  renderCodeSection(card.querySelector(".tool-code"), tool.name, code);
   const failed = tool.status === "error" || tool.status === "timeout";
   setText(card.querySelector(".tool-output-label"), failed ? "Error" : "Output");
-  setText(card.querySelector(".tool-output"), tool.status === "running" ? "running…"
-    : tool.status === "awaiting_approval" ? "waiting for your decision…" : pretty(tool.output));
+  const output = card.querySelector(".tool-output");
+  output.classList.toggle("failed", failed);
+  setText(output, tool.status === "running" ? "running…"
+    : tool.status === "awaiting_approval" ? "waiting for your decision…"
+    : code !== null ? tool.output : pretty(tool.output));
   setText(card.querySelector(".tool-retry"),
     tool.lastError && tool.status === "running" ? `Retrying after: ${tool.lastError}` : "");
   renderApproval(card, tool);

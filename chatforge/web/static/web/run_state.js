@@ -11,7 +11,8 @@
 //   rounds: [{iteration, text, reasoning,
 //             tools: [{id, name, arguments, status, output, ms, attempts, lastError,
 //                      approval: null | {expiresAt, decision, reason, by, expired},
-//                      files: [{id, name, content_type, kind, size}]}]}],   // files the tool returned
+//                      files: [{id, name, content_type, kind, size}],   // files the tool returned
+//                      cached}]}],   // true: the result came from the tool result cache
 // }
 //
 // A tool's status is the ledger's (running, success, error, timeout,
@@ -51,7 +52,7 @@ function upsertTool(round, call) {
   if (!tool) {
     tool = {
       id: call.id, name: call.name, arguments: "", status: "running", output: "", ms: null, attempts: 1,
-      lastError: "", approval: null, files: [],
+      lastError: "", approval: null, files: [], cached: false,
     };
     round.tools.push(tool);
   }
@@ -90,7 +91,7 @@ function decidedApprovals(state) {
 
 // The tool rounds of a stored message or a snapshot, in the API's shape:
 // [{iteration, assistant_response, tool_calls: [{id, name, arguments}],
-//   results: [{tool_call_id, output, status, execution_time_ms, files?}]}]
+//   results: [{tool_call_id, output, status, execution_time_ms, files?, cached?}]}]
 function applyRounds(state, rounds) {
   for (const stored of rounds || []) {
     const round = roundFor(state, stored.iteration ?? 0);
@@ -103,6 +104,7 @@ function applyRounds(state, rounds) {
       tool.output = result.output || "";
       tool.ms = result.execution_time_ms ?? null;
       tool.files = result.files || [];
+      tool.cached = result.cached === true;
     }
   }
 }
@@ -209,6 +211,8 @@ export function applyEvent(state, event) {
         tool.output = d.output || "";
         tool.ms = d.execution_time_ms ?? null;
         tool.files = d.files || [];
+        // Served from the tool result cache: the tool did not run again.
+        tool.cached = d.cached === true;
       }
       break;
     }
