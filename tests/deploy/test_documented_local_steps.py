@@ -1,9 +1,11 @@
 """The "Locally, as processes" steps of deploy/README.md, run as written on a
 fresh Postgres cluster and Redis of the test's own: the exports (secret keys
 made by the documented commands), createdb, migrate, create_demo_user, then
-web, the three workers and beat from the documented commands (the Makefile
-targets, which the manifest checks hold equal to the Procfile's), and one
-run of the demo model through the API to its end. Only the addresses change:
+web, the four workers and beat from the documented commands (the Makefile
+targets, which the manifest checks hold equal to the Procfile's), one run
+of the demo model through the API to its end, and the sandbox worker's word
+that it can run sandboxes (bubblewrap and .sandbox-python, as `make test`
+installs them). Only the addresses change:
 the database and Redis are private, the web port is a free one."""
 
 from __future__ import annotations
@@ -91,9 +93,10 @@ def test_the_documented_local_steps_start_a_stack_that_completes_a_run():
                                           timeout=300)
                     assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
                     token = re.search(r"API token: (\S+)", done.stdout)[1] if "API token:" in done.stdout else token
-            assert token and len(processes) == 5, steps
+            assert token and len(processes) == 6, steps
             answer = complete_a_run(f"http://127.0.0.1:{port}", token, processes, log_dir)
             assert "391" in answer, answer
+            wait_for_log(log_dir / "worker-sandbox.log", "this worker runs sandboxes", log_dir)
         finally:
             for process in processes:
                 stop(process)
@@ -121,6 +124,15 @@ def complete_a_run(base: str, token: str, processes: list[subprocess.Popen], log
         assert run["status"] == "completed", (run, logs(log_dir))
         messages = client.get(f"/api/conversations/{conversation}/messages/").json()
     return messages["results"][-1]["content"] if isinstance(messages, dict) else messages[-1]["content"]
+
+
+def wait_for_log(path: Path, text: str, log_dir: Path) -> None:
+    """The worker logs its probe's result once, at start (deploy/README.md, "The sandbox worker")."""
+    deadline = time.monotonic() + 60
+    while text not in (logged := path.read_text(errors="replace")):
+        assert "cannot run sandboxes" not in logged, logs(log_dir)
+        assert time.monotonic() < deadline, logs(log_dir)
+        time.sleep(0.3)
 
 
 def logs(log_dir: Path) -> str:

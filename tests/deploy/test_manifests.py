@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.management import get_commands
 
 from tests.support.stack import TEST_SECRET_KEYS, base_env
+from tools.sandbox.command import MPL_SEED
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -38,13 +39,14 @@ BOTO3_VARIABLES = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
 # Kubernetes versions whose API schemas the manifests must satisfy.
 K8S_VERSIONS = ("1.30.0", "1.37.0")
 # Every worker kind, each in the Procfile, the Makefile, compose and Kubernetes.
-WORKERS = ("worker-llm", "worker-tools", "worker-tools-io")
+WORKERS = ("worker-llm", "worker-tools", "worker-tools-io", "worker-sandbox")
 # The pool each queue needs, matched on the exact queue name ("tools_io" is
 # not "tools"), and why.
 QUEUE_POOLS = {
     "llm": ("gevent", "LLM turns wait on the network: gevent pool (decision 0012)"),
     "tools": ("prefork", "tools need prefork: hard time limits only work there"),
     "tools_io": ("threads", "pool='io' tools run many calls at once on threads (decision 0025)"),
+    "sandbox": ("prefork", "sandboxed tools need prefork: hard time limits, one sandbox per process"),
 }
 # The time limit each worker's shutdown grace must exceed. The threads pool
 # enforces none (its calls stop at their tools' own timeouts), so the I/O
@@ -53,6 +55,7 @@ GRACE_ABOVE = {
     "worker-llm": "CHATFORGE_LLM_HARD_TIME_LIMIT_S",
     "worker-tools": "CHATFORGE_TOOL_HARD_TIME_LIMIT_S",
     "worker-tools-io": "CHATFORGE_TOOL_HARD_TIME_LIMIT_S",
+    "worker-sandbox": "CHATFORGE_TOOL_HARD_TIME_LIMIT_S",
 }
 
 ENV_READ = re.compile(r"""\benv\.(?:str|int|bool|list|float)\(\s*["']([A-Z][A-Z0-9_]*)["']""")
@@ -239,6 +242,9 @@ def test_procfile():
     assert entries["worker-tools-io"] == (
         "celery -A chatforge worker -Q tools_io -P threads -c 16 -n tools-io@%h -l INFO -E"
     )
+    assert entries["worker-sandbox"] == (
+        "celery -A chatforge worker -Q sandbox -P prefork -c 4 -n sandbox@%h -l INFO -E"
+    )
     assert entries["beat"] == "celery -A chatforge beat -l INFO"
     commands = [shlex.split(c) for c in entries.values()]
     for command in commands:
@@ -268,6 +274,8 @@ def test_every_routed_queue_but_default_has_a_required_pool():
     ("tools,tools_io", "threads", False),
     ("llm,default", "gevent", True),
     ("llm,default", "threads", False),
+    ("sandbox", "prefork", True),
+    ("sandbox", "threads", False),
 ])
 def test_worker_commands_are_held_to_the_pool_of_each_queue(queues, pool, accepted):
     command = shlex.split(f"celery -A chatforge worker -Q {queues} -P {pool} -c 4 -n x@%h -l INFO -E")
@@ -424,6 +432,7 @@ def test_k8s_inventory():
         ("Deployment", "chatforge-worker-llm"),
         ("Deployment", "chatforge-worker-tools"),
         ("Deployment", "chatforge-worker-tools-io"),
+        ("Deployment", "chatforge-worker-sandbox"),
         ("Deployment", "chatforge-beat"),
         ("Deployment", "chatforge-flower"),
         ("Service", "chatforge-flower"),
@@ -432,6 +441,7 @@ def test_k8s_inventory():
         ("PodDisruptionBudget", "chatforge-worker-llm"),
         ("PodDisruptionBudget", "chatforge-worker-tools"),
         ("PodDisruptionBudget", "chatforge-worker-tools-io"),
+        ("PodDisruptionBudget", "chatforge-worker-sandbox"),
         ("HorizontalPodAutoscaler", "chatforge-worker-llm"),
     ])
     for doc in k8s_docs():
@@ -670,3 +680,81 @@ def test_queue_depth_autoscalers_validate_and_scale_each_pool_on_its_queue(versi
     rules = yaml.safe_load((AUTOSCALING / "prometheus-adapter-rules.yaml").read_text())
     [rule] = rules["rules"]["external"]
     assert rule["seriesQuery"].startswith(QUEUE_DEPTH_NAME) and rule["name"]["as"] == QUEUE_DEPTH_NAME
+
+
+# --- The sandbox worker: bubblewrap's exceptions, only there ----------------------
+
+SANDBOX_WORKER = "worker-sandbox"
+# What bubblewrap needs in Docker (deploy/README.md, "The sandbox worker"):
+# namespaces past the default seccomp profile, mounts past docker-default's
+# AppArmor profile, and an unmasked /proc so that each sandbox gets its own.
+SANDBOX_SECURITY_OPT = {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"}
+
+
+def test_compose_opens_bubblewraps_needs_for_the_sandbox_worker_alone():
+    services = compose()["services"]
+    sandbox = services[SANDBOX_WORKER]
+    assert SANDBOX_SECURITY_OPT <= set(sandbox["security_opt"])
+    assert "no-new-privileges:true" in sandbox["security_opt"]
+    assert sandbox["cap_drop"] == ["ALL"] and "cap_add" not in sandbox
+    assert "privileged" not in sandbox
+    limits = sandbox["deploy"]["resources"]["limits"]
+    assert {"cpus", "memory"} <= set(limits), "its own budget, apart from the tools worker's"
+    assert int(sandbox["pids_limit"]) > 0
+    for name, service in services.items():
+        assert not service.get("privileged"), name
+        if name != SANDBOX_WORKER:
+            assert not set(service.get("security_opt", [])) & SANDBOX_SECURITY_OPT, name
+
+
+def test_k8s_sandbox_pod_has_bubblewraps_exceptions_and_no_privilege():
+    specs = pod_specs()
+    pod = specs[f"chatforge-{SANDBOX_WORKER}"]
+    container = pod["containers"][0]
+    context = container["securityContext"]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
+    assert pod["securityContext"]["appArmorProfile"] == {"type": "Unconfined"}
+    # The API allows an unmasked /proc only in a pod with its own user namespace.
+    assert context["procMount"] == "Unmasked" and pod["hostUsers"] is False
+    # bubblewrap is not setuid: it needs neither privilege escalation nor a capability.
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    assert not context.get("privileged")
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    assert {"cpu", "memory"} <= set(container["resources"]["limits"])
+    for name, spec in specs.items():
+        if name != f"chatforge-{SANDBOX_WORKER}":
+            assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
+            for other in spec["containers"]:
+                assert "procMount" not in other.get("securityContext", {}), name
+
+
+def test_dockerfile_builds_the_sandboxes_python_where_the_setting_says():
+    """bubblewrap from Debian, and the sandbox's own virtualenv built as the
+    Makefile's .sandbox-python rule builds it (with matplotlib's font cache
+    where the runner seeds each sandbox's from), named by CHATFORGE_SANDBOX_PYTHON."""
+    text = (DEPLOY / "Dockerfile").read_text()
+    joined = re.sub(r"\\\n\s*", " ", text)
+    assert re.search(r"apt-get install -y --no-install-recommends bubblewrap", joined)
+    env = re.search(r"^ENV CHATFORGE_SANDBOX_PYTHON=(\S+)$", text, re.MULTILINE)[1]
+    assert env == "/opt/chatforge-sandbox" == env_example()["CHATFORGE_SANDBOX_PYTHON"]
+    assert f"python -m venv {env}" in joined
+    assert f"{env}/bin/pip install -r requirements-sandbox.txt" in joined
+    assert f'MPLCONFIGDIR={env}/{MPL_SEED} {env}/bin/python -c "import matplotlib.pyplot"' in joined
+    assert "COPY requirements-sandbox.txt" in text
+    makefile = (ROOT / "Makefile").read_text()
+    assert 'MPLCONFIGDIR=$(SANDBOX_ENV)/mplconfig $(SANDBOX_ENV)/bin/python -c "import matplotlib.pyplot"' in makefile
+    assert "-m pip install --quiet --disable-pip-version-check -r requirements-sandbox.txt" in makefile
+    # Built as root, before the image drops to its user, who must be able to read it.
+    lines = text.splitlines()
+    build = next(i for i, line in enumerate(lines) if f"python -m venv {env}" in line)
+    assert build < next(i for i, line in enumerate(lines) if line.startswith("USER"))
+    assert f"chmod -R a+rX {env}" in joined
+
+
+def test_makefile_runs_the_sandbox_benchmark():
+    makefile = (ROOT / "Makefile").read_text()
+    phony = re.search(r"^\.PHONY:(.*)$", makefile, re.MULTILINE)[1].split()
+    assert "bench-sandbox" in phony
+    assert "\nbench-sandbox: install-dev sandbox\n\t$(PY) -m bench.sandbox" in makefile
+    assert (ROOT / "bench" / "sandbox.py").is_file()
