@@ -7,6 +7,11 @@
   admin URLs lists them with their schema and policy.
 - Any tool, code or data, can be tried on a "Run with arguments" page that
   executes it with the admin's identity and secrets and shows the result.
+- Script tools (kind "script") and sandboxed code tools run only on the
+  sandbox worker: their pages say whether sandboxed tools are offered now and
+  which sandbox workers reported; the admin's limits for a code tool are
+  ``CodeToolLimits`` rows; neither kind is run by hand here (the web process
+  has no sandbox: ``orchestration/services/tools_by_hand.py``).
 - Assistants pick their tools from the catalog's names.
 """
 
@@ -29,9 +34,9 @@ from django.utils.html import format_html
 
 from chatforge.api.json_input import InvalidJSON, check_json_value
 from chatforge.catalog import versioning as catalog_versioning
-from chatforge.catalog.catalog import get_catalog, unknown_tools_problem
+from chatforge.catalog.catalog import get_catalog, sandbox_offer, unknown_tools_problem
 from chatforge.catalog.code_tools import code_tools
-from chatforge.catalog.models import Assistant, ToolDefinition
+from chatforge.catalog.models import Assistant, CodeToolLimits, ToolDefinition
 from chatforge.catalog.permissions import can_run_tools_by_hand
 from chatforge.catalog.tool_runs import (
     code_tool_unavailable_reason,
@@ -40,7 +45,28 @@ from chatforge.catalog.tool_runs import (
     pretty_json,
     sample_arguments,
 )
-from orchestration.services.tools_by_hand import run_tool_by_hand
+from chatforge.workers.sandbox_reports import Offer
+from orchestration.services.tools_by_hand import NotRunnableByHand, by_hand_refusal, run_tool_by_hand
+from tools.base import Tool
+from tools.sandbox_limits import LIMIT_HELP, SandboxLimits
+
+# The limit fields of a sandboxed tool's row, in the order LIMIT_HELP gives.
+SANDBOX_LIMIT_FIELDS = [f"sandbox_{name}" for name in LIMIT_HELP]
+# Their labels on the forms ("Sandbox cpu s" is the field name's).
+_LIMIT_LABELS = {
+    "sandbox_cpu_s": "CPU seconds", "sandbox_memory_mb": "Memory (MiB)", "sandbox_max_processes": "Processes",
+    "sandbox_max_open_files": "Open files", "sandbox_max_file_mb": "Largest file (MiB)",
+    "sandbox_work_mb": "Writable space (MiB)", "sandbox_max_output_kb": "Output (KiB)",
+}
+
+
+def label_limit_fields(form: forms.BaseForm) -> None:
+    """Readable labels, and the least value the checks take (1) as the inputs' minimum."""
+    for name, label in _LIMIT_LABELS.items():
+        field = form.fields.get(name)
+        if field is not None:
+            field.label = label
+            field.widget.attrs["min"] = 1
 
 
 class JSONTextarea(forms.Textarea):
@@ -52,6 +78,19 @@ class JSONTextarea(forms.Textarea):
 
     def __init__(self, attrs: dict[str, Any] | None = None) -> None:
         super().__init__(attrs={"class": "vLargeTextField cf-json-input", "rows": 8, "cols": 80, **(attrs or {})})
+
+
+class CodeTextarea(forms.Textarea):
+    """A monospace textarea for a script tool's Python; like JSONTextarea, its
+    look is a class in catalog/admin.css (the Content-Security-Policy blocks
+    style="" attributes)."""
+
+    class Media:
+        css: ClassVar[dict[str, tuple[str, ...]]] = {"all": ("catalog/admin.css",)}
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs={"class": "vLargeTextField cf-code-input", "rows": 16, "cols": 80,
+                                "spellcheck": "false", **(attrs or {})})
 
 
 class PrettyJSONField(forms.JSONField):
@@ -94,6 +133,35 @@ class ToolArgumentsForm(forms.Form):
         return value
 
 
+class ToolDefinitionForm(forms.ModelForm):
+    """The data tool form. The caching and sandbox fields may be left out or
+    blank (a mock or HTTP tool has no use for the limits, and forms written
+    before they existed do not send them): blank is the model's default, so
+    a tool is never saved with a limit of nothing."""
+
+    DEFAULTED: ClassVar[tuple[str, ...]] = ("cache_ttl_s", "cache_scope", *SANDBOX_LIMIT_FIELDS)
+
+    class Meta:
+        model = ToolDefinition
+        fields = "__all__"
+        widgets = {"script": CodeTextarea}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in self.DEFAULTED:
+            field = self.fields.get(name)
+            if field is not None:
+                field.required = False
+        label_limit_fields(self)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        for name in self.DEFAULTED:
+            if name in self.fields and cleaned.get(name) in (None, ""):
+                cleaned[name] = ToolDefinition._meta.get_field(name).get_default()
+        return cleaned
+
+
 def switch_enabled(model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet, *, enabled: bool,
                    noun: str) -> None:
     """The enable/disable list actions of catalog rows (data tools, MCP
@@ -116,27 +184,66 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
     search_fields = ["name", "description", "url"]
     list_editable = ["enabled"]
     actions = ["run_with_sample_arguments", "enable", "disable"]
+    form = ToolDefinitionForm
     readonly_fields = ["created_at", "updated_at"]
     formfield_overrides = {models.JSONField: {"form_class": PrettyJSONField}}
+    # Each kind's fieldset carries the class cf-kind-<kind>: catalog/kind_fieldsets.js
+    # shows only the chosen kind's (without JavaScript, all of them show).
     fieldsets = [
         (None, {"fields": ["name", "description", "kind", "enabled", "parameters"]}),
-        ("Mock tools", {"fields": ["mock_response"], "description": "Only for kind “Mock”: what every call returns."}),
+        ("Mock tools", {"fields": ["mock_response"], "classes": ["cf-kind-mock"],
+                        "description": "Only for kind “Mock”: what every call returns."}),
         (
             "HTTP tools",
             {
                 "fields": ["url", "method", "headers", "params_mapping", "response_path", "allowed_domains"],
+                "classes": ["cf-kind-http"],
                 "description": "Only for kind “HTTP API”. ${NAME} in the URL or a header is filled at call time "
                 "from the calling user's secret “name” (lower case), else from the environment variable "
                 "NAME if it starts with TOOL_.",
             },
         ),
         (
+            "Script tools",
+            {
+                "fields": ["script"],
+                "classes": ["cf-kind-script"],
+                "description": "Only for kind “Python script”. The script runs in a fresh sandbox for each "
+                "call, on the sandbox worker: the call's arguments are the dict args; what it prints is the "
+                "result (parsed as JSON when it prints JSON). The conversation's files are read-only in "
+                "/mnt/data; files it writes to its working directory /mnt/output are returned to the "
+                "user. There is no network. docs/admin.md has an example.",
+            },
+        ),
+        (
+            "Sandbox limits",
+            {
+                "fields": SANDBOX_LIMIT_FIELDS,
+                "classes": ["cf-kind-script"],
+                "description": "Only for kind “Python script”: what one call may use, enforced by the kernel. "
+                "The wall time is the tool's timeout (Policy).",
+            },
+        ),
+        (
             "Policy",
             {"fields": ["timeout_s", "max_attempts", "backoff_initial_s", "backoff_max_s", "side_effects",
-                        "requires_approval", "pool"]},
+                        "requires_approval", "pool", "cache_ttl_s", "cache_scope"]},
         ),
         ("History", {"fields": ["created_at", "updated_at"], "classes": ["collapse"]}),
     ]
+
+    class Media:
+        js = ("catalog/kind_fieldsets.js",)
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        """A script tool's page says whether runs are offered it now: only
+        while a sandbox worker reports that it can run sandboxes."""
+        extra_context = dict(extra_context or {})
+        obj = self.get_object(request, object_id)
+        if obj is not None and obj.kind == ToolDefinition.Kind.SCRIPT:
+            extra_context["sandbox"] = sandbox_status(sandbox_offer())
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def get_urls(self) -> list[URLPattern]:
         # Before the default patterns: "<path:object_id>/" would swallow these.
@@ -157,6 +264,8 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
 
     @admin.display(description="try")
     def run_link(self, obj: ToolDefinition) -> str:
+        if obj.kind == ToolDefinition.Kind.SCRIPT:
+            return "in a run only (sandbox)"  # the web process has no sandbox: tools_by_hand.by_hand_refusal
         return format_html('<a href="{}">Run…</a>', _run_url(obj.name))
 
     @admin.action(description="Run the selected tool with arguments…", permissions=["change"])
@@ -181,6 +290,8 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
         """Code tools, read-only: they are defined in Python, not in the database."""
         if not self.has_view_permission(request):
             raise PermissionDenied
+        offer = sandbox_offer()
+        admin_limits = {row.tool_name: row for row in CodeToolLimits.objects.all()}
         tools = [
             {
                 "name": tool.name,
@@ -191,8 +302,11 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
                 "max_attempts": tool.policy.max_attempts,
                 "side_effects": tool.policy.side_effects,
                 "module": getattr(tool.handler, "__module__", ""),
-                "unavailable_reason": code_tool_unavailable_reason(tool.name),
+                "unavailable_reason": offered_reason(tool, offer),
                 "run_url": _run_url(tool.name),
+                "run_refusal": by_hand_refusal(tool),
+                "sandbox": sandboxed_tool_facts(tool, admin_limits.get(tool.name)),
+                "cache": f"{tool.policy.cache_ttl_s:g} s, {tool.policy.cache_scope}" if tool.policy.cached else "",
             }
             for tool in code_tools()
         ]
@@ -202,6 +316,7 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
             "title": "Code tools",
             "tools": tools,
             "can_run": can_run_tools_by_hand(request.user),
+            "sandbox": sandbox_status(offer) if any(tool["sandbox"] for tool in tools) else None,
         }
         return TemplateResponse(request, "admin/catalog/tooldefinition/code_tools.html", context)
 
@@ -222,10 +337,15 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
         if runnable is None:
             raise Http404(f"No tool named '{tool_name}'.")
         result = None
+        refusal = by_hand_refusal(runnable.tool)
         if request.method == "POST":
             form = ToolArgumentsForm(request.POST)
             if form.is_valid():
-                result = run_tool_by_hand(runnable.tool, form.cleaned_data["arguments"], user_id=request.user.pk)
+                try:
+                    result = run_tool_by_hand(runnable.tool, form.cleaned_data["arguments"],
+                                              user_id=request.user.pk)
+                except NotRunnableByHand as exc:
+                    form.add_error(None, exc.message)
         else:
             form = ToolArgumentsForm(initial={"arguments": sample_arguments(runnable.tool.parameters)})
         context = {
@@ -233,6 +353,8 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
             "opts": self.opts,
             "title": f"Run {runnable.tool.name}",
             "runnable": runnable,
+            "unavailable_reason": offered_reason(runnable.tool, sandbox_offer(), runnable.unavailable_reason),
+            "refusal": refusal,
             "schema": pretty_json(runnable.tool.parameters),
             "policy": policy_rows(runnable.tool),
             "form": form,
@@ -250,6 +372,114 @@ admin.site.index_template = "admin/catalog/index.html"
 
 def _run_url(tool_name: str) -> str:
     return reverse("admin:catalog_tooldefinition_run", args=[tool_name])
+
+
+def offered_reason(tool: Tool, offer: Offer, reason: str | None = None) -> str:
+    """Why runs would not offer ``tool`` now ("" when they would): the
+    switches' reason first (``reason``, else a code tool's), then for a
+    sandboxed tool the sandbox's (no sandbox worker reporting that it can)."""
+    if reason is None:
+        reason = code_tool_unavailable_reason(tool.name)
+    if not reason and tool.policy.sandboxed and not offer.ok:
+        reason = offer.reason[:1].upper() + offer.reason[1:]
+    return reason
+
+
+def sandboxed_tool_facts(tool: Tool, admin_row: CodeToolLimits | None) -> dict[str, Any] | None:
+    """A sandboxed code tool's limits as runs apply them (the admin's row
+    replaces what the code declares: chatforge/catalog/catalog.py), where
+    they come from and where to change them; None for other tools."""
+    if tool.policy.sandbox is None:
+        return None
+    limits = admin_row.sandbox_limits() if admin_row is not None else tool.policy.sandbox
+    if admin_row is not None:
+        edit_url = reverse("admin:catalog_codetoollimits_change", args=[admin_row.pk])
+    else:
+        edit_url = reverse("admin:catalog_codetoollimits_add") + f"?tool_name={tool.name}"
+    return {"limits": list(limits.as_dict().items()), "set_in_admin": admin_row is not None, "edit_url": edit_url}
+
+
+def sandbox_status(offer: Offer) -> dict[str, Any]:
+    """What the sandbox panel shows: whether sandboxed tools are offered now,
+    why not, and every sandbox worker's last report (a report older than
+    CHATFORGE_SANDBOX_REPORT_TTL_S no longer counts)."""
+    ttl = settings.CHATFORGE_SANDBOX_REPORT_TTL_S
+    return {
+        "ok": offer.ok,
+        "reason": offer.reason,
+        "ttl_s": ttl,
+        "report_every_s": ttl / 3,  # orchestration/services/sandbox_host.py
+        "hosts": [
+            {"host": host.host, "ok": host.ok, "reason": host.reason, "age_s": round(host.age_s),
+             "current": host.age_s <= ttl}
+            for host in offer.hosts
+        ],
+    }
+
+
+def sandboxed_code_tools() -> list[Tool]:
+    """The code tools whose calls run in the sandbox: the ones CodeToolLimits rows are for."""
+    return [tool for tool in code_tools() if tool.policy.sandboxed]
+
+
+def _limits_text(limits: SandboxLimits) -> str:
+    return ", ".join(f"{name} {value}" for name, value in limits.as_dict().items())
+
+
+class CodeToolLimitsForm(forms.ModelForm):
+    """The tool is chosen among the sandboxed code tools; a stored name no
+    such tool has any more stays listed (marked), so the row can be seen and
+    deleted. A new row starts from the tool's declared limits."""
+
+    tool_name = forms.ChoiceField(help_text="The sandboxed code tool these limits are for; they replace the "
+                                            "limits its code declares, on every call from the next step on.")
+
+    class Meta:
+        model = CodeToolLimits
+        fields = ["tool_name", *SANDBOX_LIMIT_FIELDS]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        tools = sandboxed_code_tools()
+        choices = [(tool.name, tool.name) for tool in tools]
+        stored = self.instance.tool_name if self.instance.pk else ""
+        if stored and stored not in {tool.name for tool in tools}:
+            choices.append((stored, f"{stored} (no sandboxed code tool has this name)"))
+        self.fields["tool_name"].choices = choices
+        label_limit_fields(self)
+        self.fields["tool_name"].help_text += " Declared: " + "; ".join(
+            f"{tool.name}: {_limits_text(tool.policy.sandbox)}" for tool in tools if tool.policy.sandbox
+        ) + "." if tools else " No code tool loaded here is sandboxed."
+
+
+@admin.register(CodeToolLimits)
+class CodeToolLimitsAdmin(admin.ModelAdmin):
+    """The admin's limits for a sandboxed code tool (``python``); saving or
+    deleting one bumps the catalog's version (chatforge/catalog/apps.py), so
+    every step claimed after it commits runs under the new limits."""
+
+    form = CodeToolLimitsForm
+    list_display = ["tool_name", *SANDBOX_LIMIT_FIELDS, "updated_at"]
+    readonly_fields = ["updated_at"]
+    fieldsets = [
+        (None, {"fields": ["tool_name"]}),
+        ("Limits", {"fields": SANDBOX_LIMIT_FIELDS,
+                    "description": "What one call may use, enforced by the kernel. The wall time is the tool's "
+                                   "timeout."}),
+        ("History", {"fields": ["updated_at"], "classes": ["collapse"]}),
+    ]
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        """The chosen tool's declared limits (``?tool_name=``, as the code tools
+        page links it; else the first sandboxed tool's), so an admin changes
+        one limit without retyping the others."""
+        initial = super().get_changeform_initial_data(request)
+        tools = {tool.name: tool for tool in sandboxed_code_tools()}
+        tool = tools.get(str(initial.get("tool_name", ""))) or next(iter(tools.values()), None)
+        if tool is not None and tool.policy.sandbox is not None:
+            initial.setdefault("tool_name", tool.name)
+            initial.update({f"sandbox_{name}": value for name, value in tool.policy.sandbox.as_dict().items()})
+        return initial
 
 
 class AssistantForm(forms.ModelForm):

@@ -157,7 +157,8 @@ TOOL_LIST = OpenApiExample(
             "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
                            "required": ["expression"], "additionalProperties": False},
             "kind": "code", "policy": {"timeout_s": 5.0, "max_attempts": 1, "side_effects": "read_only",
-                                       "requires_approval": False, "pool": "process"}}],
+                                       "requires_approval": False, "pool": "process", "sandboxed": False,
+                                       "cache_ttl_s": 0.0}}],
     response_only=True,
 )
 TOOL_TEST_REQUEST = OpenApiExample("Test a model", value={"query": "What is 6*7?", "model": "gpt-4o"},

@@ -1,19 +1,30 @@
-"""The tools API: what tools exist, and (staff) running one directly."""
+"""The tools API: what tools exist, and (staff) running one directly.
+
+A sandboxed tool (``python``, script tools) is never run directly: its code
+runs only on the sandbox worker, in a conversation's run, so invoking one is
+a 409 ``not_runnable_by_hand`` that says so, whether or not runs are offered
+it right now (``orchestration/services/tools_by_hand.py``).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema
-from rest_framework import permissions, serializers, viewsets
+from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import APIException, NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chatforge.api import schema
 from chatforge.catalog.catalog import get_catalog
-from chatforge.catalog.describe import tool_descriptions
+from chatforge.catalog.code_tools import code_tool_names
+from chatforge.catalog.describe import describe_tool
 from chatforge.catalog.permissions import can_run_tools_by_hand
-from orchestration.services.tools_by_hand import run_tool_by_hand
+from chatforge.catalog.tool_runs import find_runnable_tool
+from orchestration.services.tools_by_hand import NotRunnableByHand, by_hand_refusal, run_tool_by_hand
+from tools.base import Tool
 
 
 class ToolSerializer(serializers.Serializer):
@@ -36,6 +47,32 @@ class ToolResultSerializer(serializers.Serializer):
     execution_time_ms = serializers.IntegerField()
 
 
+class ToolNotRunnableByHand(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "not_runnable_by_hand"
+
+
+def describe_for_api(tool: Tool, code_names: set[str]) -> dict[str, Any]:
+    """The shared description, plus what an API client deciding how to use a
+    tool asks about its policy: whether its calls run in the sandbox, and how
+    long an identical call's result is served from the cache."""
+    described = describe_tool(tool, code_names)
+    described["policy"] = {**described["policy"], "sandboxed": tool.policy.sandboxed,
+                           "cache_ttl_s": tool.policy.cache_ttl_s}
+    return described
+
+
+def _sandboxed_refusal(name: str) -> str | None:
+    """The refusal for a sandboxed tool that exists but that runs are not
+    offered now (no sandbox worker): the same words as when they are,
+    rather than a 404 that would suggest the tool does not exist."""
+    try:
+        runnable = find_runnable_tool(name)
+    except (ValueError, TypeError):  # a stored row that no longer builds: not found, as before
+        return None
+    return by_hand_refusal(runnable.tool) if runnable is not None else None
+
+
 class CanRunToolsByHand(permissions.BasePermission):
     """The admin's rule for running a tool by hand (staff who may change tools)."""
 
@@ -52,7 +89,8 @@ class ToolViewSet(viewsets.ViewSet):
 
     @extend_schema(responses=ToolSerializer(many=True), examples=[schema.TOOL_LIST])
     def list(self, request: Request) -> Response:
-        return Response(tool_descriptions())
+        code_names = code_tool_names()
+        return Response([describe_for_api(tool, code_names) for tool in get_catalog(fresh=True).all()])
 
     @extend_schema(request=InvokeSerializer, responses=ToolResultSerializer,
                    examples=[schema.TOOL_INVOKE, schema.TOOL_RESULT])
@@ -63,6 +101,12 @@ class ToolViewSet(viewsets.ViewSet):
         catalog = get_catalog(fresh=True)
         tool = catalog.get(name)
         if tool is None:
+            refusal = _sandboxed_refusal(name)
+            if refusal is not None:
+                raise ToolNotRunnableByHand(refusal)
             raise NotFound(f"No tool named '{name}'. Available tools: {', '.join(catalog.names())}.")
-        result = run_tool_by_hand(tool, payload.validated_data["arguments"], user_id=request.user.id)
+        try:
+            result = run_tool_by_hand(tool, payload.validated_data["arguments"], user_id=request.user.id)
+        except NotRunnableByHand as exc:
+            raise ToolNotRunnableByHand(exc.message) from None
         return Response(result.as_dict())

@@ -4,6 +4,11 @@
                 "url": "...", ...}],
      "assistants": [{"name": "...", "system_prompt": "...", "tools": ["..."]}]}
 
+A tool entry takes any field of ``ToolDefinition``: a script tool
+(``"kind": "script"``) its ``script`` and the ``sandbox_*`` limits, any tool
+``cache_ttl_s`` and ``cache_scope``; a field left out keeps its default (or,
+for an existing tool, its stored value). docs/tool-catalog.md lists them.
+
 Every entry is validated like an admin save; nothing is written unless the
 whole file is valid.
 """
@@ -48,7 +53,8 @@ def _apply(model, fields: set[str], entry: dict, where: str):
     try:
         obj.full_clean()
     except ValidationError as exc:
-        raise CommandError(f"{where} ({entry['name']}): {'; '.join(f'{k}: {v}' for k, v in exc.message_dict.items())}")
+        problems = "; ".join(f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items())
+        raise CommandError(f"{where} ({entry['name']}): {problems}") from None
     # The tools loaded above are in the catalog already (same transaction).
     problem = unknown_tools_problem(obj.tools) if isinstance(obj, Assistant) else None
     if problem:
