@@ -35,6 +35,7 @@ from tests.support.tools import cached_lookup_runs
 from tools.base import Tool, ToolContext, ToolPolicy
 from tools.executor import ToolResult
 from tools.files import FILE_ID, FileInfo
+from tools.sandbox_limits import SandboxLimits
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -146,6 +147,17 @@ def test_a_tool_reading_the_conversations_files_is_keyed_by_the_conversation_and
     assert _key(reader, args, user_id=user.pk, conversation_id=str(conversation.pk)) != before
 
 
+def test_a_sandboxed_tool_is_keyed_by_the_conversation_whatever_its_scope(engine, make_user):
+    user = make_user()[0]
+    one, two = Conversation.objects.create(user=user), Conversation.objects.create(user=user)
+    script = _tool(name="sum_script", scope="global", sandbox=SandboxLimits())
+    args = {"word": "same"}
+    assert (_key(script, args, user_id=user.pk, conversation_id=str(one.pk))
+            != _key(script, args, user_id=user.pk, conversation_id=str(two.pk)))
+    assert (_key(script, args, user_id=user.pk, conversation_id=str(one.pk))
+            == _key(script, args, user_id=user.pk, conversation_id=str(one.pk)))
+
+
 # --- the store (the real Redis cache) -----------------------------------------
 
 
@@ -207,6 +219,17 @@ def test_a_cache_outage_is_a_miss_and_a_skipped_store_never_a_failure(settings, 
     assert cache.lookup() is None
     assert not cache.store(_success(tool, "not kept"))
     assert _lookups("lookup_down", "unavailable") == before + 1
+
+
+def test_in_embedded_modes_memory_cache_a_stored_result_is_served_too(settings, nonce):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    tool = _tool(name="lookup_embedded")
+    cache = call_cache(tool, {"word": nonce}, user_id=1, conversation_id="c")
+
+    assert cache.store(_success(tool, ["in", "memory"]))
+    served = cache.lookup()
+
+    assert served is not None and served.cached and served.result == ["in", "memory"]
 
 
 def test_a_value_of_another_shape_under_the_key_is_a_miss(nonce):
