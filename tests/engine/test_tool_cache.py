@@ -401,6 +401,8 @@ def test_the_admins_run_page_names_the_calls_served_from_the_cache(engine, fake_
 
     assert "Served from the cache" in page and f'href="#call-{call_id}">cached_lookup</a>' in page
     assert f'href="#call-{ToolInvocation.objects.get(run=first).tool_call_id}">' not in plain
+    assert "served from the tool result cache: the tool did not run" in page  # on the call itself
+    assert "served from the tool result cache" not in plain
 
 
 # --- end to end, through the real workers --------------------------------------
