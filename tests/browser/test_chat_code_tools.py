@@ -26,8 +26,8 @@ from tests.browser.chat_actions import last_reply, send
 from tests.browser.conftest import PASSWORD
 from tests.browser.readability import unreadable
 from tests.fakes.openai_server import Reply
-from tests.support.files import image_file
-from tests.support.tools import RUN_SNIPPET_OUTPUT
+from tests.support.files import stored_file
+from tests.support.tools import RUN_SNIPPET_OUTPUT, chart_png
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -140,7 +140,8 @@ def python_conversation(user) -> Conversation:
     """A stored answer with three python calls: one served from the cache
     that returned a chart, one that raised, one that ran."""
     conversation = Conversation.objects.create(user=user, title="Charts in Python")
-    chart = image_file(user, conversation=conversation, name="chart.png")
+    chart = stored_file(user, name="chart.png", data=chart_png(), kind="image", content_type="image/png",
+                        conversation=conversation)
     StoredFile.objects.filter(pk=chart.pk).update(source="tool", tool_call_id="call-cached")
     shape = {"id": str(chart.pk), "name": chart.name, "content_type": chart.content_type, "kind": chart.kind,
              "size": chart.size}
@@ -210,7 +211,7 @@ def test_python_calls_of_a_stored_answer_cached_and_failed(page: Page, stack, br
     expect(badge).to_have_text("cached")
     expect(badge).to_have_attribute("title", CACHED_TITLE)
     image = files_of(reply, cached).locator(".file-item.image img")
-    wait_until_loaded(page, image, 1)
+    wait_until_loaded(page, image, 96)
     opened(cached)
     code = cached.locator(".tool-code-block code")
     assert code.text_content() == PYTHON_CODE

@@ -62,7 +62,7 @@ def _save_report(args: dict, ctx: ToolContext) -> dict:
     return {"saved": info.name}
 
 
-def _chart_png(width: int = 96, height: int = 64) -> bytes:
+def chart_png(width: int = 96, height: int = 64) -> bytes:
     """A real PNG (an RGB gradient), so a thumbnail has pixels to show."""
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
@@ -84,7 +84,7 @@ def _run_snippet(args: dict, ctx: ToolContext) -> str:
     card is tested where no sandbox worker runs."""
     if ctx.files is None:
         raise ToolError("run_snippet needs a conversation")
-    ctx.files.save("chart.png", _chart_png())
+    ctx.files.save("chart.png", chart_png())
     return RUN_SNIPPET_OUTPUT
 
 
