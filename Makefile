@@ -11,7 +11,7 @@ PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint-imports install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay bench-file-upload bench-file-reading bench-attachments lock worker-llm worker-tools worker-tools-io beat chat interop-openwebui
+.PHONY: run test lint-imports install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay bench-file-upload bench-file-reading bench-attachments bench-sandbox lock worker-llm worker-tools worker-tools-io worker-sandbox beat chat interop-openwebui
 
 $(RUNTIME_STAMP): requirements.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -134,6 +134,13 @@ bench-file-reading: install-dev
 bench-attachments: install-dev services
 	$(PY) -m bench.attachments
 
+## The sandbox of the python tool, with the real runner in this process:
+## print(1) and imports one at a time and 4 at once, bubblewrap's own share,
+## the sandboxes' memory (~3 minutes; printed, see docs/performance.md "The
+## sandbox"). SANDBOX_BENCH_ARGS adds options (--engine: also through a stack).
+bench-sandbox: install-dev sandbox
+	$(PY) -m bench.sandbox $(SANDBOX_BENCH_ARGS)
+
 ## Load at a real model's pace: 1, 20 and 100 runs at once, each answer 10 s
 ## of one SSE chunk per token at 50 tokens/s, each run on its own socket, on
 ## private Postgres and Redis; one LLM worker per core (~3 minutes; figures are
@@ -171,5 +178,9 @@ worker-tools: install
 	$(VENV)/bin/celery -A chatforge worker -Q tools -P prefork -c 4 -n tools@%h -l INFO -E
 worker-tools-io: install
 	$(VENV)/bin/celery -A chatforge worker -Q tools_io -P threads -c 16 -n tools-io@%h -l INFO -E
+# Calls of sandboxed tools (python, script tools): needs bubblewrap and the
+# sandbox's Python (make sandbox; deploy/README.md, "The sandbox worker").
+worker-sandbox: install
+	$(VENV)/bin/celery -A chatforge worker -Q sandbox -P prefork -c 4 -n sandbox@%h -l INFO -E
 beat: install
 	$(VENV)/bin/celery -A chatforge beat -l INFO
