@@ -3,7 +3,8 @@ tools"): a call whose arguments are one ``code`` string shows the code as a
 coloured code block with Copy, and what it printed as printed; the image it
 returned inline on the card, live and after a reload; a failed run's
 traceback; the *cached* badge on a result served from the tool result
-cache (from a stored answer and from a ``tool_output`` event); and a
+cache (from a stored answer, from a ``tool_output`` event, and from the
+real cache serving a repeated call); and a
 phone's width in the dark theme, where the code scrolls inside its card.
 
 The browser tests' stack has no sandbox worker, so the ``python`` tool is
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -27,7 +29,7 @@ from tests.browser.conftest import PASSWORD
 from tests.browser.readability import unreadable
 from tests.fakes.openai_server import Reply
 from tests.support.files import stored_file
-from tests.support.tools import RUN_SNIPPET_OUTPUT, chart_png
+from tests.support.tools import RUN_SNIPPET_OUTPUT, cached_lookup_runs, chart_png
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -250,6 +252,35 @@ def test_python_calls_of_a_stored_answer_cached_and_failed(page: Page, stack, br
     expect(live.locator('.tool-card[data-tool-id="live-ran"] .tool-cached')).to_be_hidden()
     expect(live.locator('.tool-card[data-tool-id="live-ran"] .tool-args')).to_be_visible()  # not a code call
     assert dialogs == []
+
+
+def test_the_cached_badge_from_the_real_cache(page: Page, stack, browser_user, fake_model):
+    """The same call twice, in two rounds of one run: the second is served
+    from the tool result cache (the test tool cached_lookup, cached per user,
+    counts its runs) and its card says so, live and after a reload."""
+    browser_user("dee")
+    args = {"word": "kiwi", "nonce": uuid.uuid4().hex}  # no earlier test's cache entry
+    model = fake_model("browser-cached", [
+        Reply(text="Looking it up.", tool_calls=[("cached_lookup", args)]),
+        Reply(text="Once more.", tool_calls=[("cached_lookup", args)]),
+        Reply(text="Both said kiwi."),
+    ])
+    open_chat(page, stack, "dee")
+    send(page, model, "Look up kiwi twice")
+    expect(last_reply(page)).to_have_attribute("data-status", "completed")
+    assert cached_lookup_runs(**args) == 1
+
+    def check(reply: Locator) -> None:
+        cards = reply.locator(".tool-card[data-tool-name=cached_lookup]")
+        expect(cards).to_have_count(2)
+        expect(cards.nth(0).locator(".tool-cached")).to_be_hidden()
+        expect(cards.nth(1).locator(".tool-cached")).to_be_visible()
+        expect(cards.nth(1).locator(".tool-cached")).to_have_attribute("title", CACHED_TITLE)
+
+    check(last_reply(page))
+    page.reload()
+    page.wait_for_selector("body[data-chat-ready]", state="attached")
+    check(last_reply(page))
 
 
 # Elements a reader would see beyond the screen's right edge: past it, and
