@@ -39,8 +39,8 @@ from chatforge.catalog.code_tools import code_tools
 from chatforge.catalog.models import Assistant, CodeToolLimits, ToolDefinition
 from chatforge.catalog.permissions import can_run_tools_by_hand
 from chatforge.catalog.tool_runs import (
-    code_tool_unavailable_reason,
     find_runnable_tool,
+    offered_reason,
     policy_rows,
     pretty_json,
     sample_arguments,
@@ -353,7 +353,7 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
             "opts": self.opts,
             "title": f"Run {runnable.tool.name}",
             "runnable": runnable,
-            "unavailable_reason": offered_reason(runnable.tool, sandbox_offer(), runnable.unavailable_reason),
+            "unavailable_reason": runnable.unavailable_reason,
             "refusal": refusal,
             "schema": pretty_json(runnable.tool.parameters),
             "policy": policy_rows(runnable.tool),
@@ -372,17 +372,6 @@ admin.site.index_template = "admin/catalog/index.html"
 
 def _run_url(tool_name: str) -> str:
     return reverse("admin:catalog_tooldefinition_run", args=[tool_name])
-
-
-def offered_reason(tool: Tool, offer: Offer, reason: str | None = None) -> str:
-    """Why runs would not offer ``tool`` now ("" when they would): the
-    switches' reason first (``reason``, else a code tool's), then for a
-    sandboxed tool the sandbox's (no sandbox worker reporting that it can)."""
-    if reason is None:
-        reason = code_tool_unavailable_reason(tool.name)
-    if not reason and tool.policy.sandboxed and not offer.ok:
-        reason = offer.reason[:1].upper() + offer.reason[1:]
-    return reason
 
 
 def sandboxed_tool_facts(tool: Tool, admin_row: CodeToolLimits | None) -> dict[str, Any] | None:

@@ -52,16 +52,6 @@ class ToolNotRunnableByHand(APIException):
     default_code = "not_runnable_by_hand"
 
 
-def describe_for_api(tool: Tool, code_names: set[str]) -> dict[str, Any]:
-    """The shared description, plus what an API client deciding how to use a
-    tool asks about its policy: whether its calls run in the sandbox, and how
-    long an identical call's result is served from the cache."""
-    described = describe_tool(tool, code_names)
-    described["policy"] = {**described["policy"], "sandboxed": tool.policy.sandboxed,
-                           "cache_ttl_s": tool.policy.cache_ttl_s}
-    return described
-
-
 def _sandboxed_refusal(name: str) -> str | None:
     """The refusal for a sandboxed tool that exists but that runs are not
     offered now (no sandbox worker): the same words as when they are,
@@ -90,7 +80,7 @@ class ToolViewSet(viewsets.ViewSet):
     @extend_schema(responses=ToolSerializer(many=True), examples=[schema.TOOL_LIST])
     def list(self, request: Request) -> Response:
         code_names = code_tool_names()
-        return Response([describe_for_api(tool, code_names) for tool in get_catalog(fresh=True).all()])
+        return Response([describe_tool(tool, code_names) for tool in get_catalog(fresh=True).all()])
 
     @extend_schema(request=InvokeSerializer, responses=ToolResultSerializer,
                    examples=[schema.TOOL_INVOKE, schema.TOOL_RESULT])

@@ -25,6 +25,10 @@ def describe_tool(tool: Tool, code_names: set[str]) -> dict[str, Any]:
             "side_effects": policy.side_effects,
             "requires_approval": policy.requires_approval,
             "pool": policy.pool,
+            # Whether its calls run in the sandbox (docs/sandbox.md), and how
+            # long an identical call's result is served again (docs/tools.md, "Caching").
+            "sandboxed": policy.sandboxed,
+            "cache_ttl_s": policy.cache_ttl_s,
         },
     }
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from django.conf import settings
 
+from chatforge.workers.sandbox_reports import Offer, offer as sandbox_offer
 from tools.base import Tool
 
 from .code_tools import code_tools
@@ -59,16 +60,16 @@ def find_runnable_tool(name: str) -> RunnableTool | None:
     """
     for tool in code_tools():
         if tool.name == name:
-            return RunnableTool(tool=tool, kind="code", unavailable_reason=code_tool_unavailable_reason(name))
+            return RunnableTool(tool=tool, kind="code", unavailable_reason=offered_reason(tool))
     definition = ToolDefinition.objects.filter(name=name).first()
     if definition is None:
         return _find_in_sources(name)
     reason = "" if definition.enabled else "This data tool is disabled: runs do not offer it."
     if not settings.CHATFORGE_TOOLS_ENABLED:
         reason = "Tools are turned off (CHATFORGE_TOOLS_ENABLED=false): runs get no tools."
-    return RunnableTool(
-        tool=tool_from_definition(definition), kind="data", unavailable_reason=reason, definition=definition
-    )
+    tool = tool_from_definition(definition)
+    return RunnableTool(tool=tool, kind="data", unavailable_reason=offered_reason(tool, reason=reason),
+                        definition=definition)
 
 
 def _find_in_sources(name: str) -> RunnableTool | None:
@@ -92,6 +93,20 @@ def code_tool_unavailable_reason(name: str) -> str:
     if name in settings.CHATFORGE_DISABLED_TOOLS:
         return "Left out by CHATFORGE_DISABLED_TOOLS: runs do not offer it."
     return ""
+
+
+def offered_reason(tool: Tool, offer: Offer | None = None, reason: str | None = None) -> str:
+    """Why runs would not offer ``tool`` now ("" when they would): the
+    switches' reason first (``reason``, else a code tool's), then for a
+    sandboxed tool the sandbox's (no sandbox worker reporting that it can:
+    docs/sandbox.md, "Where it runs")."""
+    if reason is None:
+        reason = code_tool_unavailable_reason(tool.name)
+    if not reason and tool.policy.sandboxed:
+        offer = offer if offer is not None else sandbox_offer(fresh=True)
+        if not offer.ok:
+            reason = offer.reason[:1].upper() + offer.reason[1:]
+    return reason
 
 
 def sample_arguments(schema: dict[str, Any]) -> dict[str, Any]:
