@@ -11,7 +11,7 @@ from chatforge.settings.mode import EMBEDDED
 # runs only on a worker of its own queue).
 CHATFORGE_SANDBOX_ENABLED: bool = (not EMBEDDED) and env.bool("CHATFORGE_SANDBOX_ENABLED", default=True)
 # The sandbox's own Python environment (requirements-sandbox.txt): made by
-# `make sandbox-python` here, at /opt/chatforge-sandbox in the image.
+# `make sandbox` here, at /opt/chatforge-sandbox in the image.
 CHATFORGE_SANDBOX_PYTHON: str = env.str("CHATFORGE_SANDBOX_PYTHON", default=str(BASE_DIR / ".sandbox-python"))
 CHATFORGE_SANDBOX_BWRAP: str = env.str("CHATFORGE_SANDBOX_BWRAP", default="bwrap")
 # The unprivileged uid and gid a worker running as root runs its sandboxes as.

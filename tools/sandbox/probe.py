@@ -30,7 +30,7 @@ def probe(config: SandboxConfig, *, timeout_s: float = 30.0) -> Availability:
         return Availability(False, f"bubblewrap ({config.bwrap}) is not installed: apt-get install bubblewrap")
     if not config.python_env or not os.access(config.python, os.X_OK):
         return Availability(False, f"the sandbox's Python environment is missing at {config.python_env or '(unset)'}: "
-                                   "make sandbox-python, or set CHATFORGE_SANDBOX_PYTHON")
+                                   "make sandbox, or set CHATFORGE_SANDBOX_PYTHON")
     try:
         outcome = run_sandboxed(config, "import sys; print('sandbox', sys.version_info[0])",
                                 limits=SandboxLimits(), wall_s=timeout_s)

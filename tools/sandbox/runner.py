@@ -292,7 +292,11 @@ def _pump(process: subprocess.Popen, streams: _Streams, spool: BinaryIO, limits:
                 if cancel_check():
                     return "cancelled"
             if not selector.get_map():
-                time.sleep(min(_POLL_S, max(0.0, deadline - now)))  # pipes closed; waiting for the exit status
+                # The pipes are closed: wait for the exit status, which comes at once.
+                try:
+                    process.wait(timeout=min(_POLL_S, max(0.0, deadline - now)))
+                except subprocess.TimeoutExpired:
+                    pass
                 continue
             for key, _ in selector.select(min(_POLL_S, max(0.0, deadline - now))):
                 fd = key.fd
