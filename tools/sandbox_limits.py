@@ -43,3 +43,14 @@ LIMIT_HELP: dict[str, str] = {
     "work_mb": "The call's writable space in all (working and output directories, /tmp), in MiB.",
     "max_output_kb": "What the call may print (stdout and stderr), in KiB; past it the call is stopped.",
 }
+
+# Their names for people (the admin's labels and columns).
+LIMIT_LABEL: dict[str, str] = {
+    "cpu_s": "CPU seconds",
+    "memory_mb": "memory (MiB)",
+    "max_processes": "processes",
+    "max_open_files": "open files",
+    "max_file_mb": "largest file (MiB)",
+    "work_mb": "writable space (MiB)",
+    "max_output_kb": "output (KiB)",
+}

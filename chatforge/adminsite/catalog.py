@@ -52,20 +52,14 @@ from tools.sandbox_limits import LIMIT_HELP, SandboxLimits
 
 # The limit fields of a sandboxed tool's row, in the order LIMIT_HELP gives.
 SANDBOX_LIMIT_FIELDS = [f"sandbox_{name}" for name in LIMIT_HELP]
-# Their labels on the forms ("Sandbox cpu s" is the field name's).
-_LIMIT_LABELS = {
-    "sandbox_cpu_s": "CPU seconds", "sandbox_memory_mb": "Memory (MiB)", "sandbox_max_processes": "Processes",
-    "sandbox_max_open_files": "Open files", "sandbox_max_file_mb": "Largest file (MiB)",
-    "sandbox_work_mb": "Writable space (MiB)", "sandbox_max_output_kb": "Output (KiB)",
-}
 
 
 def label_limit_fields(form: forms.BaseForm) -> None:
-    """Readable labels, and the least value the checks take (1) as the inputs' minimum."""
-    for name, label in _LIMIT_LABELS.items():
+    """The least value the checks take (1) as the inputs' minimum (the
+    labels are the model fields' names: tools.sandbox_limits.LIMIT_LABEL)."""
+    for name in SANDBOX_LIMIT_FIELDS:
         field = form.fields.get(name)
         if field is not None:
-            field.label = label
             field.widget.attrs["min"] = 1
 
 

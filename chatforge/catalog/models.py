@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from tools.sandbox_limits import LIMIT_HELP, SandboxLimits
+from tools.sandbox_limits import LIMIT_HELP, LIMIT_LABEL, SandboxLimits
 
 from .checks import check_assistant, check_definition, check_limits
 
@@ -32,22 +32,24 @@ POOL_HELP = ("Which worker runs its calls. “I/O” suits tools that wait on th
 _LIMIT_DEFAULTS = SandboxLimits()
 
 
+def _limit_field(name: str) -> models.PositiveIntegerField:
+    """One limit of ``SandboxLimits``, with its name, default and help for people."""
+    return models.PositiveIntegerField(LIMIT_LABEL[name], default=getattr(_LIMIT_DEFAULTS, name),
+                                       help_text=LIMIT_HELP[name])
+
+
 class SandboxLimitFields(models.Model):
     """The hard limits of a sandboxed tool's calls (``tools.sandbox_limits``),
     field by field, for the admin to edit. The wall time is the tool's
     timeout."""
 
-    sandbox_cpu_s = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.cpu_s, help_text=LIMIT_HELP["cpu_s"])
-    sandbox_memory_mb = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.memory_mb, help_text=LIMIT_HELP["memory_mb"])
-    sandbox_max_processes = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.max_processes,
-                                                        help_text=LIMIT_HELP["max_processes"])
-    sandbox_max_open_files = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.max_open_files,
-                                                         help_text=LIMIT_HELP["max_open_files"])
-    sandbox_max_file_mb = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.max_file_mb,
-                                                      help_text=LIMIT_HELP["max_file_mb"])
-    sandbox_work_mb = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.work_mb, help_text=LIMIT_HELP["work_mb"])
-    sandbox_max_output_kb = models.PositiveIntegerField(default=_LIMIT_DEFAULTS.max_output_kb,
-                                                        help_text=LIMIT_HELP["max_output_kb"])
+    sandbox_cpu_s = _limit_field("cpu_s")
+    sandbox_memory_mb = _limit_field("memory_mb")
+    sandbox_max_processes = _limit_field("max_processes")
+    sandbox_max_open_files = _limit_field("max_open_files")
+    sandbox_max_file_mb = _limit_field("max_file_mb")
+    sandbox_work_mb = _limit_field("work_mb")
+    sandbox_max_output_kb = _limit_field("max_output_kb")
 
     class Meta:
         abstract = True
