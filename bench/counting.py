@@ -40,6 +40,7 @@ from pathlib import Path
 import psycopg
 import redis
 
+from bench.processes import children, process_tree
 from tests.support.private_services import PrivatePostgres
 
 ROLES = ("web", "ws", "llm", "tools")  # one Postgres login role per process: bench_<name>
@@ -310,28 +311,6 @@ class Monitor:
                     time.sleep(0.01)
 
 
-def _process_tree(pid: int, children: dict[int, list[int]]) -> list[int]:
-    pids, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        pids.append(current)
-        todo.extend(children.get(current, []))
-    return pids
-
-
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        tree.setdefault(int(stat[stat.rindex(")") + 2 :].split()[1]), []).append(int(entry))
-    return tree
-
-
 def _connections_to(ports: set[int]) -> dict[int, tuple[int, int]]:
     """Established TCP connections to any of ``ports``: inode → (server port, client port)."""
     found: dict[int, tuple[int, int]] = {}
@@ -369,8 +348,8 @@ class ConnectionOwners:
         connections = _connections_to(self.server_ports)
         if not connections:
             return
-        children = _children()
-        pids = [(name, pid) for name, root in self.processes.items() for pid in _process_tree(root, children)]
+        tree = children()
+        pids = [(name, pid) for name, root in self.processes.items() for pid in process_tree(root, tree)]
         pids += list(self.singles.items())
         for name, pid in pids:
             try:

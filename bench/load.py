@@ -57,6 +57,7 @@ import httpx
 import psycopg
 
 from bench.load_client import run_clients
+from bench.processes import children, process_tree
 from bench.services import (
     SECRET_KEY,
     add_env_argument,
@@ -91,29 +92,6 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 # ---------------------------------------------------------------------------
 # Processes as the kernel sees them: trees, RSS, CPU, sockets
 # ---------------------------------------------------------------------------
-
-
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        tree.setdefault(ppid, []).append(int(entry))
-    return tree
-
-
-def process_tree(pid: int, children: dict[int, list[int]]) -> list[int]:
-    pids, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        pids.append(current)
-        todo.extend(children.get(current, []))
-    return pids
 
 
 def rss_bytes(pid: int, *, private: bool = False) -> int:
@@ -213,8 +191,8 @@ class Sampler:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _trees(self) -> dict[str, list[int]]:
-        children = _children()
-        return {name: process_tree(pid, children) for name, pid in self.pids.items()}
+        tree = children()
+        return {name: process_tree(pid, tree) for name, pid in self.pids.items()}
 
     def start(self) -> None:
         for name, tree in self._trees().items():

@@ -73,6 +73,7 @@ from bench.counting import (  # noqa: E402
     summarize_queries,
 )
 from bench.load import RUNS_PER_USER, cpu_seconds, jobs_for, machine_busy, make_tokens  # noqa: E402
+from bench.processes import children, process_tree  # noqa: E402
 from bench.scenarios import (  # noqa: E402
     LLM_LATENCY_S,
     PARALLEL_CALLS,
@@ -410,22 +411,18 @@ def saturation(stack: Stack, scenario: Scenario, jobs: list[dict], *, clients: i
 def our_cpu(roots: list[int]) -> float:
     """CPU seconds of these processes, their children (alive, or ended and
     waited for) and this process."""
-    from bench.counting import _children, _process_tree
-
-    children = _children()
-    return sum(cpu_seconds(p) for root in roots for p in _process_tree(root, children))
+    family = children()
+    return sum(cpu_seconds(p) for root in roots for p in process_tree(root, family))
 
 
 def cpu_by_part(roots: list[int], parts: dict[str, int]) -> dict[str, float]:
     """CPU seconds per part of the benchmark (each part a process with its
     children: a worker's pool, Postgres' backends); ``bench`` is the rest of
     ``roots``' trees: this process (clients, fake model) and the monitors."""
-    from bench.counting import _children, _process_tree
-
-    children = _children()
+    family = children()
 
     def tree(pid: int) -> float:
-        return sum(cpu_seconds(p) for p in _process_tree(pid, children))
+        return sum(cpu_seconds(p) for p in process_tree(pid, family))
 
     out = {name: tree(pid) for name, pid in parts.items()}
     out["bench"] = sum(tree(root) for root in roots) - sum(out.values())

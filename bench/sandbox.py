@@ -49,6 +49,7 @@ from pathlib import Path
 import httpx
 
 from bench.counting import counting_postgres, prepare_counting, role_url
+from bench.processes import children, process_tree
 from bench.load import make_tokens
 from bench.run import DB_NAME, TOOL_MODULE, bench_stack, fresh_database, private_redis
 from bench.services import SECRET_KEY, env_settings, percentile
@@ -168,24 +169,9 @@ def bwrap_alone_ms(config: SandboxConfig, runs: int) -> list[float]:
 # --- Memory -----------------------------------------------------------------------
 
 
-def _children() -> dict[int, list[int]]:
-    """ppid -> pids, for every process now."""
-    tree: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        tree.setdefault(int(fields[1]), []).append(int(entry))
-    return tree
-
-
 def sandbox_trees() -> list[list[int]]:
     """Each bubblewrap this process started, with every process below it."""
-    tree = _children()
+    tree = children()
     found = []
     for pid in tree.get(os.getpid(), []):
         try:
@@ -194,12 +180,7 @@ def sandbox_trees() -> list[list[int]]:
             continue
         if name != "bwrap":
             continue
-        members, stack = [], [pid]
-        while stack:
-            member = stack.pop()
-            members.append(member)
-            stack.extend(tree.get(member, []))
-        found.append(members)
+        found.append(process_tree(pid, tree))
     return found
 
 
@@ -332,13 +313,7 @@ def _python_offered(http: httpx.Client) -> bool:
 
 def tree_pss_kib(pid: int) -> int:
     """PSS of a process and every process below it (a worker and its pool)."""
-    tree = _children()
-    total, stack = 0, [pid]
-    while stack:
-        member = stack.pop()
-        total += memory_kib(member)[0]
-        stack.extend(tree.get(member, []))
-    return total
+    return sum(memory_kib(member)[0] for member in process_tree(pid))
 
 
 def engine_latencies(python_env: str, runs: int) -> tuple[list[float], list[int]]:
