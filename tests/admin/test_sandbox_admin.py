@@ -9,7 +9,6 @@ The sandbox workers' reports are real writes to the test broker's Redis
 
 from __future__ import annotations
 
-import html
 import json
 
 import pytest
@@ -21,6 +20,7 @@ from chatforge.catalog.catalog import forget_cached, get_catalog
 from chatforge.catalog.models import CodeToolLimits, ToolDefinition
 from chatforge.workers import sandbox_reports
 from chatforge.workers.broker_client import broker_client
+from tests.support.admin_pages import field_errors, page_text
 from tools.builtin.python import PYTHON
 
 pytestmark = pytest.mark.django_db
@@ -49,15 +49,6 @@ def script_form(**overrides) -> dict[str, str]:
     }
     data.update(overrides)
     return data
-
-
-def field_errors(response) -> dict[str, list[str]]:
-    form = response.context["adminform"].form
-    return {name: list(errors) for name, errors in form.errors.items()}
-
-
-def page_text(response) -> str:
-    return html.unescape(response.content.decode())
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import pytest
 from chatforge.accounts.secrets import user_secret_set
 from chatforge.catalog.models import Assistant, ToolDefinition
 from chatforge.catalog.tool_runs import sample_arguments
+from tests.support.admin_pages import field_errors, page_text
 from tests.support.site import API_KEY
 from tools.net import policy
 
@@ -31,15 +32,6 @@ def tool_form(**overrides) -> dict[str, str]:
     }
     data.update(overrides)
     return data
-
-
-def field_errors(response) -> dict[str, list[str]]:
-    form = response.context["adminform"].form
-    return {name: list(errors) for name, errors in form.errors.items()}
-
-
-def page_text(response) -> str:
-    return html.unescape(response.content.decode())
 
 
 def result_json(response) -> dict:

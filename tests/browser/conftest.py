@@ -59,9 +59,22 @@ def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
         connections.close_all()
 
 
+PHONE = {"width": 390, "height": 844}
+
+
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    yield from _checked_page(browser, viewport={"width": 1280, "height": 860})
+
+
+@pytest.fixture
+def phone_page(browser: Browser) -> Iterator[Page]:
+    """A page the size of a phone, in the dark theme, checked like ``page``."""
+    yield from _checked_page(browser, viewport=PHONE, color_scheme="dark")
+
+
+def _checked_page(browser: Browser, **context_options) -> Iterator[Page]:
+    context = browser.new_context(**context_options)
     context.set_default_timeout(30_000)
     page = context.new_page()
     errors: list[str] = []

@@ -17,15 +17,14 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from chatforge.conversations.models import Conversation, Message
 from chatforge.files.models import StoredFile
 from tests.browser.chat_actions import last_reply, send
-from tests.browser.conftest import PASSWORD
+from tests.browser.conftest import PASSWORD, PHONE
 from tests.browser.readability import unreadable
 from tests.fakes.openai_server import Reply
 from tests.support.files import stored_file
@@ -33,7 +32,6 @@ from tests.support.tools import RUN_SNIPPET_OUTPUT, cached_lookup_runs, chart_pn
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-PHONE = {"width": 390, "height": 844}
 CACHED_TITLE = "Served from the cache: the tool did not run again"
 SNIPPET = (
     "# the numbers\n"
@@ -307,20 +305,6 @@ _VISIBLY_OUT_JS = """
   return out;
 }
 """
-
-
-@pytest.fixture
-def phone_page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport=PHONE, color_scheme="dark")
-    context.set_default_timeout(30_000)
-    page = context.new_page()
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"JavaScript error: {exc}"))
-    page.on("console", lambda message: problems.append(message.text)
-            if message.type == "error" and "Content Security Policy" in message.text else None)
-    yield page
-    context.close()
-    assert problems == []
 
 
 def test_code_cards_on_a_phone_in_the_dark(phone_page: Page, stack, browser_user, screenshot):

@@ -12,10 +12,9 @@ import base64
 import re
 import struct
 import zlib
-from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Page, Route, expect
+from playwright.sync_api import Page, Route, expect
 
 from chatforge.conversations.models import Conversation, Message
 from chatforge.files.message_parts import file_parts
@@ -29,7 +28,6 @@ from tests.support.stack import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-PHONE = {"width": 390, "height": 844}
 NOTES = b"Quarterly notes: revenue grew in every region, and the new office opens in March.\n"
 CSV = b"region,revenue\nnorth,120\nsouth,95\n"
 
@@ -386,20 +384,6 @@ def test_a_file_a_tool_saved_on_its_card_live_and_after_reload(page: Page, stack
     stored = saved_chip(last_reply(page))
     expect(stored).to_contain_text("cities.csv")
     assert stored.get_attribute("href") == f"/api/files/{saved.pk}/content/"
-
-
-@pytest.fixture
-def phone_page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport=PHONE, color_scheme="dark")
-    context.set_default_timeout(30_000)
-    page = context.new_page()
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"JavaScript error: {exc}"))
-    page.on("console", lambda message: problems.append(message.text)
-            if message.type == "error" and "Content Security Policy" in message.text else None)
-    yield page
-    context.close()
-    assert problems == []
 
 
 def test_files_on_a_phone_in_the_dark(phone_page: Page, stack, browser_user, screenshot):

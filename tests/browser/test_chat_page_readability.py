@@ -13,12 +13,12 @@ from playwright.sync_api import Browser, Page, expect
 
 from chatforge.catalog.models import ToolDefinition
 from tests.browser.chat_actions import ask, last_reply, send
+from tests.browser.conftest import PHONE
 from tests.browser.readability import sticking_out, unreadable
 from tests.fakes.openai_server import Reply, last_user_text, tool_results
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 860}
 LONG_TOOL = "lookup_customer_order_history_by_reference_number"
 # No spaces to break at: only a rule that breaks anywhere keeps it in a card.

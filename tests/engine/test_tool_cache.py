@@ -24,7 +24,7 @@ from chatforge.conversations.models import Conversation, Message, Run, ToolInvoc
 from chatforge.scheduling.limits import forget_cached_limits
 from chatforge.scheduling.models import ToolLimit, UsageCounter
 from orchestration import tasks
-from orchestration.event_log import get_event_log, reset_event_log
+from orchestration.event_log import get_event_log
 from orchestration.services.runs import RunOptions, run_start
 from orchestration.services.tool_cache import KEY_PREFIX, CallCache, call_cache
 from orchestration.services.tools_by_hand import run_tool_by_hand
@@ -41,15 +41,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def engine(settings, fake_llm, idle_broker, tmp_path):
-    settings.OPENAI_BASE_URL = fake_llm.base_url
-    settings.OPENAI_API_KEY = "test-key"
-    settings.CHATFORGE_EVENT_LOG = "memory"
-    settings.STORAGES = {**settings.STORAGES, "chatforge_files": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
-    reset_event_log()
-    yield
-    reset_event_log()
+def engine(in_process_engine):
+    """The engine in the test's process (tests/engine/conftest.py)."""
 
 
 @pytest.fixture

@@ -17,25 +17,13 @@ from chatforge.conversations.models import Conversation, Message, Run, ToolInvoc
 from chatforge.files.models import StoredFile
 from chatforge.files.storage import file_storage
 from orchestration import tasks
-from orchestration.event_log import get_event_log, reset_event_log
+from orchestration.event_log import get_event_log
 from orchestration.services.runs import RunOptions, run_start
 from orchestration.services.tool_files import ConversationFiles
 from tests.fakes.openai_server import Reply, tool_results
 from tests.support.files import stored_file
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def engine(settings, fake_llm, idle_broker, tmp_path):
-    settings.OPENAI_BASE_URL = fake_llm.base_url
-    settings.OPENAI_API_KEY = "test-key"
-    settings.CHATFORGE_EVENT_LOG = "memory"
-    settings.STORAGES = {**settings.STORAGES, "chatforge_files": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
-    reset_event_log()
-    yield
-    reset_event_log()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("in_process_engine")]
 
 
 def _start(user, model: str, *, tools: list[str], conversation: Conversation | None = None) -> Run:

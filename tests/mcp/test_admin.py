@@ -13,6 +13,7 @@ from django.contrib.messages import get_messages
 from chatforge.catalog.models import ToolDefinition
 from chatforge.mcp.models import McpServer
 from tests.mcp.conftest import UNRESOLVABLE_URL, allowed_private
+from tests.support.admin_pages import page_text
 from tests.support.mcp_server import TOOL_NAMES
 from tests.support.stack import free_port
 
@@ -35,10 +36,6 @@ def server_form(**overrides: str) -> dict[str, str]:
 
 def messages_of(response) -> list[str]:
     return [str(message) for message in get_messages(response.wsgi_request)]
-
-
-def page_text(response) -> str:
-    return html.unescape(response.content.decode())
 
 
 def test_saving_a_server_lists_its_tools_and_its_page_shows_them(admin_client, mcp_server):
