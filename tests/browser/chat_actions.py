@@ -4,6 +4,20 @@ from __future__ import annotations
 
 from playwright.sync_api import Locator, Page, expect
 
+from tests.browser.conftest import PASSWORD
+
+
+def open_chat(page: Page, stack, username: str, *, model: str | None = None) -> None:
+    """Sign in as ``username`` and wait until the chat page is ready (with
+    ``model`` picked, when given)."""
+    page.goto(f"{stack.http_url}/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_selector("body[data-chat-ready]", state="attached")
+    if model is not None:
+        page.select_option("#model-select", model)
+
 
 def send(page: Page, model: str, text: str) -> None:
     """Pick ``model``, type ``text`` and press Enter — once the page's script

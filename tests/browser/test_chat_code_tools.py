@@ -23,8 +23,8 @@ from playwright.sync_api import Locator, Page, expect
 
 from chatforge.conversations.models import Conversation, Message
 from chatforge.files.models import StoredFile
-from tests.browser.chat_actions import last_reply, send
-from tests.browser.conftest import PASSWORD, PHONE
+from tests.browser.chat_actions import last_reply, open_chat, send
+from tests.browser.conftest import PHONE
 from tests.browser.readability import unreadable
 from tests.fakes.openai_server import Reply
 from tests.support.files import stored_file
@@ -59,14 +59,6 @@ TRACEBACK = (
     "ZeroDivisionError: division by zero\n"
     "Fix the code and call again."
 )
-
-
-def open_chat(page: Page, stack, username: str) -> None:
-    page.goto(f"{stack.http_url}/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_selector("body[data-chat-ready]", state="attached")
 
 
 def opened(card: Locator) -> Locator:

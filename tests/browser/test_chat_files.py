@@ -19,8 +19,7 @@ from playwright.sync_api import Page, Route, expect
 from chatforge.conversations.models import Conversation, Message
 from chatforge.files.message_parts import file_parts
 from chatforge.files.models import StoredFile
-from tests.browser.chat_actions import last_reply, send
-from tests.browser.conftest import PASSWORD
+from tests.browser.chat_actions import last_reply, open_chat, send
 from tests.browser.readability import sticking_out, unreadable
 from tests.fakes.openai_server import Reply
 from tests.support.files import image_file, stored_file
@@ -75,15 +74,6 @@ DROP_JS = """
 """
 
 
-def open_chat(page: Page, stack, username: str) -> None:
-    page.goto(f"{stack.http_url}/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_selector("body[data-chat-ready]", state="attached")
-    page.select_option("#model-select", "demo")
-
-
 def choose(page: Page, name: str, mime: str, data: bytes) -> None:
     """Picks a file with the composer's file input (what the button opens)."""
     page.set_input_files("#file-input", files=[{"name": name, "mimeType": mime, "buffer": data}])
@@ -132,7 +122,7 @@ class HeldUploads:
 
 def test_attach_paste_drop_remove_send_and_reload(page: Page, stack, browser_user, screenshot):
     user = browser_user("fay")
-    open_chat(page, stack, "fay")
+    open_chat(page, stack, "fay", model="demo")
     attach = page.locator("#attach-button")
     expect(attach).to_have_accessible_name("Attach files")
     # Reached from the message box with the keyboard.
@@ -238,7 +228,7 @@ def test_editing_a_message_keeps_its_files(page: Page, stack, browser_user):
     """Edit sends the question's files again: the message that replaces it
     carries them, and the model gets them."""
     user = browser_user("eve")
-    open_chat(page, stack, "eve")
+    open_chat(page, stack, "eve", model="demo")
     choose(page, "notes.txt", "text/plain", NOTES)
     expect(chip(page, "notes.txt")).to_have_attribute("data-state", "done")
     page.fill("#message-input", "Summarise")
@@ -267,7 +257,7 @@ def test_unreadable_document_on_a_message_and_refused_at_send(page: Page, stack,
     message = Message.objects.create(conversation=conversation, role="user", content="Read this",
                                      content_json=parts)
     StoredFile.objects.filter(pk=broken.pk).update(message=message)
-    open_chat(page, stack, "gus")
+    open_chat(page, stack, "gus", model="demo")
     page.goto(f"{stack.http_url}/c/{conversation.pk}/")
     item = page.locator("article.user .file-item.unreadable")
     expect(item.locator(".file-chip")).to_contain_text("locked.pdf")
@@ -332,7 +322,7 @@ def test_files_from_a_tool_on_its_card(page: Page, stack, browser_user):
     }]
     Message.objects.create(conversation=conversation, role="assistant", content="Here is the chart.",
                            tool_rounds=rounds)
-    open_chat(page, stack, "hal")
+    open_chat(page, stack, "hal", model="demo")
     page.goto(f"{stack.http_url}/c/{conversation.pk}/")
     reply = last_reply(page)
     card = reply.locator(".tool-card[data-tool-name=make_chart]")
@@ -363,7 +353,7 @@ def test_a_file_a_tool_saved_on_its_card_live_and_after_reload(page: Page, stack
         Reply(text="Saving it.", tool_calls=[("save_report", {"name": "cities.csv", "text": report})]),
         Reply(text="Saved cities.csv."),
     ])
-    open_chat(page, stack, "kim")
+    open_chat(page, stack, "kim", model="demo")
     send(page, model, "Save the report")
     reply = last_reply(page)
     expect(reply).to_have_attribute("data-status", "completed")
@@ -389,7 +379,7 @@ def test_a_file_a_tool_saved_on_its_card_live_and_after_reload(page: Page, stack
 def test_files_on_a_phone_in_the_dark(phone_page: Page, stack, browser_user, screenshot):
     page = phone_page
     browser_user("ivy")
-    open_chat(page, stack, "ivy")
+    open_chat(page, stack, "ivy", model="demo")
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
     long_name = "quarterly-revenue-by-region-and-product-line-" + "x" * 80 + ".txt"
     page.set_input_files("#file-input", files=[
