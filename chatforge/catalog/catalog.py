@@ -88,7 +88,10 @@ def _log_left_out(names: list[str], reason: str) -> None:
     global _sandbox_refusal_logged
     said = f"{','.join(names)}|{reason}" if names else ""
     if said and said != _sandbox_refusal_logged:
-        logger.warning("tools %s left out of the catalog: %s", ", ".join(names), reason)
+        # A warning where a sandbox worker is expected; where none can be
+        # (embedded mode, switched off) it is how things are meant to be.
+        level = logging.WARNING if settings.CHATFORGE_SANDBOX_ENABLED else logging.INFO
+        logger.log(level, "tools %s left out of the catalog: %s", ", ".join(names), reason)
     _sandbox_refusal_logged = said
 
 

@@ -36,7 +36,7 @@ def test_the_tools_api_lists_mcp_tools_with_their_kind_and_policy(make_server, m
     assert listed["docs__search"]["parameters"]["required"] == ["q"]
     assert listed["docs__search"]["policy"] == {
         "timeout_s": 20.0, "max_attempts": 1, "side_effects": "not_idempotent", "requires_approval": True,
-        "pool": "process",
+        "pool": "process", "sandboxed": False, "cache_ttl_s": 0.0,
     }
     assert listed["calculator"]["kind"] == "code"
 

@@ -23,7 +23,7 @@ def test_the_settings_are_a_plain_mapping_of_every_celery_setting():
 
 
 def test_every_routed_queue_is_listed_for_the_embedded_worker_and_the_metrics():
-    assert settings.CHATFORGE_QUEUES == ["default", "llm", "tools", "tools_io"]
+    assert settings.CHATFORGE_QUEUES == ["default", "llm", "sandbox", "tools", "tools_io"]
 
 
 def test_conf_can_still_be_changed_directly():

@@ -10,5 +10,5 @@ import dataclasses
 from tools.builtin.python import PYTHON
 
 QUICK_PYTHON = dataclasses.replace(PYTHON, name="quick_python",
-                                   policy=dataclasses.replace(PYTHON.policy, timeout_s=4.0))
+                                   policy=dataclasses.replace(PYTHON.policy, timeout_s=10.0))
 TOOLS = [QUICK_PYTHON]
