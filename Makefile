@@ -31,15 +31,21 @@ $(DEV_STAMP): requirements.txt requirements-dev.txt constraints.txt
 # second virtualenv, never the project's. Made from Debian's Python where
 # there is one: a sandbox running as an unprivileged user must be able to
 # read the interpreter, which a Python under /root is not.
+# Run as root, the sandboxes run as uid 65534, which must be able to search
+# every directory above the environment: a checkout it cannot reach (under
+# /root) gets its environment in /var/tmp, and .sandbox-python is a link
+# to it (docs/sandbox.md, "Where it runs").
 SANDBOX_ENV := .sandbox-python
 SANDBOX_BASE_PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo $(PYTHON))
-SANDBOX_STAMP := $(SANDBOX_ENV)/.installed-$(shell cat requirements-sandbox.txt | cksum | cut -d' ' -f1)
+SANDBOX_HOME := $(shell if [ "$$(id -u)" != 0 ] || setpriv --reuid 65534 --regid 65534 --clear-groups test -x "$(CURDIR)" 2>/dev/null; then echo "$(CURDIR)/$(SANDBOX_ENV)"; else echo "/var/tmp/chatforge-sandbox-python-$$(echo "$(CURDIR)" | cksum | cut -d' ' -f1)"; fi)
+SANDBOX_STAMP := $(SANDBOX_HOME)/.installed-$(shell cat requirements-sandbox.txt | cksum | cut -d' ' -f1)
 
 $(SANDBOX_STAMP): requirements-sandbox.txt
-	test -x $(SANDBOX_ENV)/bin/python || $(SANDBOX_BASE_PYTHON) -m venv $(SANDBOX_ENV)
-	$(SANDBOX_ENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-sandbox.txt
-	MPLCONFIGDIR=$(SANDBOX_ENV)/mplconfig $(SANDBOX_ENV)/bin/python -c "import matplotlib.pyplot"
-	rm -f $(SANDBOX_ENV)/.installed-*
+	test -x $(SANDBOX_HOME)/bin/python || $(SANDBOX_BASE_PYTHON) -m venv $(SANDBOX_HOME)
+	test "$(SANDBOX_HOME)" = "$(CURDIR)/$(SANDBOX_ENV)" || ln -sfn $(SANDBOX_HOME) $(SANDBOX_ENV)
+	$(SANDBOX_HOME)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-sandbox.txt
+	MPLCONFIGDIR=$(SANDBOX_HOME)/mplconfig $(SANDBOX_HOME)/bin/python -c "import matplotlib.pyplot"
+	rm -f $(SANDBOX_HOME)/.installed-*
 	touch $(SANDBOX_STAMP)
 
 .PHONY: install-dev sandbox

@@ -45,7 +45,7 @@ def base_prefix(python_env: str) -> str | None:
 def sandbox_environment(config: SandboxConfig) -> dict[str, str]:
     """The code's whole environment: none of the worker's variables."""
     return {
-        "PATH": f"{config.python_env}/bin:/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"{config.python_env_path}/bin:/usr/local/bin:/usr/bin:/bin",
         "HOME": "/tmp",
         "TMPDIR": "/tmp",
         "LANG": "C.UTF-8",
@@ -100,11 +100,12 @@ def bwrap_argv(config: SandboxConfig, bwrap: str, job_dir: str, limits: SandboxL
         "--ro-bind", os.path.join(job_dir, "main.py"), f"{SANDBOX_DIR}/main.py",
     ]
     # After the tmpfs mounts, so that an environment under /tmp is not hidden.
-    prefix = base_prefix(config.python_env)
+    env_path = config.python_env_path
+    prefix = base_prefix(env_path)
     if prefix is not None:
         argv += ["--ro-bind", prefix, prefix]
     # At its own path: its scripts and matplotlib's font cache name it so.
-    argv += ["--ro-bind", config.python_env, config.python_env, "--chdir", OUTPUT_DIR]
+    argv += ["--ro-bind", env_path, env_path, "--chdir", OUTPUT_DIR]
     # Last: the root bubblewrap built its tree on becomes read-only too, so
     # only the tmpfs directories above are writable.
     argv += ["--remount-ro", "/"]

@@ -21,8 +21,15 @@ class SandboxConfig:
     tmp_dir: str | None = None  # where each call's job directory is made (None: the system's)
 
     @property
+    def python_env_path(self) -> str:
+        """The environment's real path (the host resolves links in it: the
+        sandbox's user may not be able to search the directories a link
+        lives in, as a checkout under /root)."""
+        return os.path.realpath(self.python_env) if self.python_env else ""
+
+    @property
     def python(self) -> str:
-        return os.path.join(self.python_env, "bin", "python")
+        return os.path.join(self.python_env_path, "bin", "python")
 
     def bwrap_path(self) -> str | None:
         return shutil.which(self.bwrap)

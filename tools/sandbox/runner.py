@@ -174,7 +174,7 @@ def _write_job(config: SandboxConfig, job_dir: str, code: str, limits: SandboxLi
         "limits": limits.as_dict(),
         "files_fd": files_fd,  # the pipe the returned files go back on (its number in the sandbox too)
         "output_dir": OUTPUT_DIR,
-        "seed": [[os.path.join(config.python_env, MPL_SEED), "/tmp/matplotlib"]],
+        "seed": [[os.path.join(config.python_env_path, MPL_SEED), "/tmp/matplotlib"]],
     }
     if args is not None:
         job["args"] = dict(args)
