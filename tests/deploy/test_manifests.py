@@ -743,7 +743,7 @@ def test_dockerfile_builds_the_sandboxes_python_where_the_setting_says():
     assert f'MPLCONFIGDIR={env}/{MPL_SEED} {env}/bin/python -c "import matplotlib.pyplot"' in joined
     assert "COPY requirements-sandbox.txt" in text
     makefile = (ROOT / "Makefile").read_text()
-    assert 'MPLCONFIGDIR=$(SANDBOX_ENV)/mplconfig $(SANDBOX_ENV)/bin/python -c "import matplotlib.pyplot"' in makefile
+    assert 'MPLCONFIGDIR=$(SANDBOX_HOME)/mplconfig $(SANDBOX_HOME)/bin/python -c "import matplotlib.pyplot"' in makefile
     assert "-m pip install --quiet --disable-pip-version-check -r requirements-sandbox.txt" in makefile
     # Built as root, before the image drops to its user, who must be able to read it.
     lines = text.splitlines()
