@@ -42,6 +42,7 @@ from orchestration.queueing import dispatch
 from orchestration.services.tool_cache import CallCache, call_cache
 from orchestration.services.tool_context import tool_context_for
 from orchestration.services.tool_files import ConversationFiles, files_returned_by
+from tools.base import Tool
 from tools.executor import ToolResult, execute_tool
 from tools.files import FileAccess, FileInfo, ReturnedFile, returned_files_line
 
@@ -229,12 +230,11 @@ def _returned_files(inv: ToolInvocation, handle: FileAccess | None) -> list[File
     return files_returned_by(run_id=str(inv.run_id), tool_call_id=inv.tool_call_id)
 
 
-def _call_cache(inv: ToolInvocation) -> CallCache | None:
+def _call_cache(inv: ToolInvocation, tool: Tool | None) -> CallCache | None:
     """Where this call's result is cached (docs/tools.md, "Caching"); None
     when its tool declares no cache TTL."""
     run = inv.run
-    return call_cache(get_catalog().get(inv.name), inv.arguments, user_id=run.user_id,
-                      conversation_id=str(run.conversation_id))
+    return call_cache(tool, inv.arguments, user_id=run.user_id, conversation_id=str(run.conversation_id))
 
 
 def _run_claimed_call(inv: ToolInvocation, started: float) -> None:
@@ -243,10 +243,12 @@ def _run_claimed_call(inv: ToolInvocation, started: float) -> None:
     record.redelivered("tool_call", inv.deliveries)
     if step_must_stop(run):
         return
+    catalog = get_catalog()
+    tool = catalog.get(inv.name)
     result = _preset_result(inv) or _repeat_result(inv)
     # A cached answer is looked up before the quota is taken: a call that
     # runs nothing uses none of the tool's daily quota.
-    cache = _call_cache(inv) if result is None else None
+    cache = _call_cache(inv, tool) if result is None else None
     result = result or (cache.lookup() if cache is not None else None) or _quota_result(inv)
     handle: FileAccess | None = None
     ran = result is None
@@ -257,8 +259,6 @@ def _run_claimed_call(inv: ToolInvocation, started: float) -> None:
         release_connections()
         with step_lease(run_id, inv), step_span("tool.call", **{"chatforge.run_id": run_id, "chatforge.tool": inv.name,
                                                                  "chatforge.tool_call_id": inv.tool_call_id}):
-            catalog = get_catalog()
-            tool = catalog.get(inv.name)
             context = tool_context_for(user_id=run.user_id, run_id=run_id, tool_call_id=inv.tool_call_id,
                                        user_ciphertexts=extras_of(inv).user_ciphertexts,
                                        conversation_id=str(run.conversation_id),
