@@ -31,6 +31,16 @@ class Conversation(models.Model):
     )
     title = models.CharField(max_length=200, blank=True)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.CHAT)
+    # The message the person last chose or sent: the current branch is the
+    # path from the root to it, carried on down through each message's newest
+    # child (docs/decisions/0037-message-tree.md). Not a foreign key: the
+    # tree's rows and this pointer are written in either order, and a pointer
+    # to a message since deleted only means "the newest branch".
+    current_leaf = models.UUIDField(null=True, blank=True)
+    # Pinned conversations come first in the list; archived ones leave it
+    # (searchable, restorable). Times, not flags: the list sorts by them.
+    pinned_at = models.DateTimeField(null=True, blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -63,6 +73,10 @@ class Message(models.Model):
     run = models.ForeignKey(
         "conversations.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The message this one follows: messages form a tree, and an edit or a
+    # regenerated answer is a sibling of what it replaces (decision 0037).
+    # Null for the first message of a conversation (and its edits).
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.TextField(blank=True)
     content_json = models.JSONField(null=True, blank=True)
@@ -95,3 +109,26 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
+
+
+
+class ConversationShare(models.Model):
+    """A read-only snapshot of a conversation's current branch, viewable by
+    anyone with its signed link until its owner revokes it.
+
+    The snapshot is copied at share time (``snapshot``): what the owner says
+    later, other branches, their settings and their other conversations are
+    not reachable from the link."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="shares")
+    # {title, messages: [{role, content, model, tool_rounds, created_at, ...}]}
+    snapshot = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"share {self.id} of {self.conversation_id}"
