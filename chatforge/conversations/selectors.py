@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from uuid import UUID
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -9,8 +11,9 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
 
-from chatforge.db.sql_rows import Read, as_uuid, columns, db_param, fetch_models
+from chatforge.db.sql_rows import Read, as_uuid, columns, db_param, fetch_models, instances
 
+from . import tree
 from .models import Conversation, LlmTurn, Message, Run, ToolInvocation
 
 
@@ -36,54 +39,86 @@ def conversation_of(user: AbstractBaseUser, conversation_id) -> Conversation | N
     return _owned(Conversation, user, conversation_id)
 
 
-def _ordered_sql(roles) -> str:
-    message, run = Message._meta.db_table, Run._meta.db_table
-    role_filter = f'AND m."role" IN ({", ".join(["%s"] * len(roles))})' if roles is not None else ""
-    # The user message each assistant message answers (its run's), for the
-    # ordering below; fixed SQL, not a queryset: this read is made on every
-    # model turn, and compiling the ORM's equivalent cost more than running it.
-    return f"""SELECT {columns(Message, "m")}, r."user_message_id"
-               FROM {message} m LEFT JOIN {run} r ON r."id" = m."run_id"
-               WHERE m."conversation_id" = %s {role_filter}"""
+def conversation_read(conversation_id) -> Read:
+    """Every message of a conversation, in no order (the tree's functions
+    order them: ``chatforge.conversations.tree``). Fixed SQL, not a
+    queryset: this read is made on every model turn, and compiling the
+    ORM's equivalent cost more than running it."""
+    sql = f'SELECT {columns(Message, "m")} FROM {Message._meta.db_table} m WHERE m."conversation_id" = %s'
+    return Read(Message, sql, [db_param(Message, "conversation", conversation_id)])
 
 
-def conversation_read(conversation_id, *, roles=None) -> Read:
-    """A conversation's messages, each with the id of the user message it
-    answers, for ``in_conversation_order``."""
-    return Read(Message, _ordered_sql(roles), [db_param(Message, "conversation", conversation_id), *(roles or [])])
+def tree_nodes_read(conversation_id) -> Read:
+    """The conversation's messages' places in the tree, without their text:
+    what a POST needs to find where its message goes (rows of
+    ``(None, (id, parent_id, role, created_at))``; ``tree_nodes``)."""
+    sql = (f'SELECT "id", "parent_id", "role", "created_at" FROM {Message._meta.db_table} '
+           'WHERE "conversation_id" = %s')
+    return Read(None, sql, [db_param(Message, "conversation", conversation_id)])
 
 
-def ordered_messages(conversation_id, *, before: Message | None = None, roles=None) -> list[Message]:
-    """The conversation's messages in conversation order; with ``before``,
-    only those that come before that user message's answer."""
-    return in_conversation_order(conversation_read(conversation_id, roles=roles).fetch(), before=before)
+def tree_nodes(rows) -> list[tree.Node]:
+    """The rows of ``tree_nodes_read`` as ``tree.Node``."""
+    return [tree.Node(as_uuid(pk), as_uuid(parent), role, created) for _, (pk, parent, role, created) in rows]
 
 
-def in_conversation_order(rows: list[tuple[Message, tuple]], *, before: Message | None = None) -> list[Message]:
-    """The rows of ``conversation_read`` in conversation order; with
-    ``before``, only those that come before that user message's answer.
+SHOWN_ROLES = (Message.Role.USER, Message.Role.ASSISTANT)
 
-    Conversation order: an assistant message right after the user message
-    of its run, whenever it was written (with double-texting, a later user
-    message can be stored before the previous run's answer)."""
-    # Each message with the id of the user message it answers (its run's).
-    answering = [(message, as_uuid(answers)) for message, (answers,) in rows]
-    created = {message.pk: message.created_at for message, _ in answering}
 
-    def position(message: Message, answers: UUID | None) -> tuple:
-        if message.role == Message.Role.ASSISTANT and answers in created:
-            return (created[answers], 1, message.created_at)
-        return (message.created_at, 0, message.created_at)
+@dataclass(frozen=True)
+class MessageTree:
+    """A conversation's messages, every branch."""
 
-    keyed = sorted(((position(m, answers), m, answers) for m, answers in answering), key=lambda item: item[0])
-    if before is not None:
-        limit = (before.created_at, 1, before.created_at)
-        keyed = [item for item in keyed if item[0] < limit and item[2] != before.pk]
-    return [message for _, message, _ in keyed]
+    every: list[Message]  # every role, by (created_at, id)
+    current_leaf: UUID | None
+
+    @property
+    def messages(self) -> list[Message]:
+        """The user and assistant messages (what the API and the page show)."""
+        return [m for m in self.every if m.role in SHOWN_ROLES]
+
+    def current_branch(self, *, every_role: bool = False) -> list[Message]:
+        """The branch the person last chose: root to ``current_leaf``, then
+        on by the newest child (``tree.branch_through``); its user and
+        assistant messages, or all of them (a /v1 client's system messages too)."""
+        branch = tree.branch_through(self.every, self.current_leaf)
+        return branch if every_role else [m for m in branch if m.role in SHOWN_ROLES]
+
+    def sibling_ids(self) -> dict[UUID, list[UUID]]:
+        return tree.sibling_ids(self.every)
+
+
+def message_tree_of(conversation: Conversation) -> MessageTree:
+    """Every message of the conversation (``?tree=1``, and what the current
+    branch and the siblings are computed from)."""
+    return MessageTree(tree.in_tree_order(instances(conversation_read(conversation.pk).fetch())),
+                       conversation.current_leaf)
 
 
 def messages_of(conversation: Conversation) -> list[Message]:
-    return ordered_messages(conversation.id, roles=[Message.Role.USER, Message.Role.ASSISTANT])
+    """The conversation's current branch, in order: what the page shows,
+    what an export or a share holds, what the next message continues."""
+    return message_tree_of(conversation).current_branch()
+
+
+def message_of(user: AbstractBaseUser, message_id) -> Message | None:
+    """The message with this id in one of the user's conversations, or
+    None (also for malformed ids)."""
+    try:
+        key = db_param(Message, "pk", message_id)
+    except (ValueError, ValidationError):
+        return None
+    return Message.objects.select_related("conversation").filter(pk=key, conversation__user=user).first()
+
+
+def run_assistants(messages: Sequence[Message]) -> dict[UUID, str]:
+    """The assistant profile each assistant message's run used
+    (``Run.options["assistant"]``), by message id; none for the others."""
+    runs = {m.run_id: m.pk for m in messages if m.role == Message.Role.ASSISTANT and m.run_id}
+    if not runs:
+        return {}
+    named = Run.objects.filter(pk__in=list(runs)).values_list("id", "options__assistant")
+    return {runs[run_id]: name for run_id, name in named if isinstance(name, str) and name}
 
 
 def runs_of(user: AbstractBaseUser) -> QuerySet[Run]:

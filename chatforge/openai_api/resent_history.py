@@ -5,8 +5,8 @@ OpenAI clients keep the conversation themselves and send all of it with
 every request; Open WebUI, LibreChat and the SDKs do. Without
 ``conversation_id`` each request became a new ChatForge conversation, so a
 chat of ten turns in Open WebUI was ten conversations of one to ten
-messages here. A request whose earlier messages are exactly one of the
-user's ``/v1`` conversations — the same system, user and assistant texts
+messages here. A request whose earlier messages are exactly the current branch of one
+of the user's ``/v1`` conversations — the same system, user and assistant texts
 in the same order, the assistant texts as ChatForge streamed them — now
 continues that conversation: its new user message and answer are added
 there, and the conversation's stored tool rounds (which the client never
@@ -21,7 +21,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 
 from chatforge.conversations.models import Conversation, Message, Run
-from chatforge.conversations.selectors import ordered_messages
+from chatforge.conversations.selectors import message_tree_of
 
 from .translate import ROUND_SEPARATOR, PriorMessage
 
@@ -66,10 +66,15 @@ def conversation_for_history(user: AbstractBaseUser, prior: list[PriorMessage]) 
                                                                  streamed_text(answer).strip()):
             continue
         seen.add(answer.conversation_id)
-        stored = ordered_messages(answer.conversation_id)
+        conversation = Conversation.objects.filter(pk=answer.conversation_id).first()
+        if conversation is None:
+            continue
+        # Its current branch: what the conversation's next message follows
+        # (decision 0037); another branch's answer matching is not continued.
+        stored = message_tree_of(conversation).current_branch(every_role=True)
         if len(stored) != len(prior) or not all(_same(p, s) for p, s in zip(prior, stored, strict=True)):
             continue
         if Run.objects.filter(conversation_id=answer.conversation_id).exclude(status__in=Run.TERMINAL).exists():
             return None  # still answering: a new conversation rather than a 409
-        return Conversation.objects.filter(pk=answer.conversation_id).first()
+        return conversation
     return None

@@ -175,9 +175,10 @@ def _new_conversation_run(*, user: AbstractBaseUser, request: ChatRequest, optio
     with transaction.atomic():
         conversation = Conversation.objects.create(
             user=user, source=source, title=" ".join(request.content.split())[:80])
+        parent: Message | None = None  # the earlier messages are one branch, in the request's order
         for prior, file_ids in zip(request.prior, prior_files):
-            message = Message.objects.create(
-                conversation=conversation, role=prior.role, content=prior.content,
+            message = parent = Message.objects.create(
+                conversation=conversation, role=prior.role, content=prior.content, parent=parent,
                 content_json=content_parts(prior.content, prior.images, file_ids), tool_rounds=prior.tool_rounds or [])
             StoredFile.objects.filter(pk__in=file_ids, user=user).update(message=message, conversation=conversation)
         run = run_start(user=user, conversation=conversation, content=request.content, options=options,

@@ -73,6 +73,18 @@ def _publish_terminal(run: Run, message_id: str | None) -> None:
         events.run_cancelled(r, message_id=message_id)
 
 
+def _follow_the_answer(run: Run, answer: Message) -> tuple[str, list]:
+    """The messages posted while ``run`` was active (double-texting) hung
+    from its user message, as its answer was not written yet; now it is,
+    they follow it, so that the branch is one chain (user, answer, user,
+    answer) and their runs' models see this answer. One ``UPDATE`` chained
+    with finalize's writes (decision 0037); the current leaf is not moved."""
+    message, runs = Message._meta.db_table, Run._meta.db_table
+    return (f'UPDATE {message} SET "parent_id" = %s WHERE "id" IN '
+            f'(SELECT "user_message_id" FROM {runs} WHERE "blocked_by_id" = %s AND "status" = %s)',
+            [db_param(Message, "id", answer.pk), db_param(Run, "id", run.pk), Run.Status.QUEUED.value])
+
+
 def _waiting_runs(run_id):
     return Run.objects.filter(blocked_by_id=run_id, status=Run.Status.QUEUED)
 
@@ -143,6 +155,7 @@ def run_finalize(
         message = Message(
             conversation_id=run.conversation_id,
             run=run,
+            parent_id=run.user_message_id,  # the answer follows the message it answers
             role=Message.Role.ASSISTANT,
             content=text,
             tool_rounds=run_rounds(run, turns, invocations),
@@ -169,6 +182,7 @@ def run_finalize(
                 "status", "error", "error_kind", "finish_reason", "usage", "max_iterations_reached",
                 "finished_at", "heartbeat_at")}, pk=run.pk),
             update_statement(Conversation, {"updated_at": now}, pk=run.conversation_id),
+            *([_follow_the_answer(run, message)] if run.has_waiting_runs else []),
         )
         mark_saved([message])
         record.run_finished(run)

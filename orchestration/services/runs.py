@@ -18,8 +18,19 @@ from chatforge.catalog import versioning as catalog_versioning
 from chatforge.catalog.catalog import get_catalog
 from chatforge.catalog.models import Assistant
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
-from chatforge.conversations.selectors import ordered_messages
-from chatforge.db.sql_rows import Read, as_uuid, db_param, fetch_together, insert_all
+from chatforge.conversations import tree
+from chatforge.conversations.selectors import tree_nodes, tree_nodes_read
+from chatforge.db.sql_rows import (
+    Read,
+    as_uuid,
+    db_param,
+    fetch_together,
+    insert_statement,
+    mark_saved,
+    update_statement,
+    write_together,
+)
+from chatforge.files.message_parts import attached_file_ids
 from chatforge.errors import (
     IdempotencyKeyReused,
     InvalidRequest,
@@ -178,31 +189,44 @@ def _client_tools(specs: list[dict], *, server_tools: list[str]) -> list[dict]:
     return list({name: spec for name, spec in zip(names, specs, strict=True)}.values())
 
 
-def _lock_conversation_listing_active_runs(
-    conversation: Conversation, user: AbstractBaseUser, *, now, title: str
-) -> tuple[list[tuple[UUID | None, UUID | None]], int]:
+@dataclass(frozen=True)
+class _Locked:
+    """What a post reads once the conversation's row is locked."""
+
+    active: list[tuple[UUID | None, UUID | None]]  # the user's active runs: (run id, conversation id)
+    catalog_version: int
+    current_leaf: UUID | None
+    nodes: list[tree.Node]  # the conversation's messages' places in the tree
+
+
+def _lock_conversation_listing_active_runs(conversation: Conversation, user: AbstractBaseUser, *, now,
+                                           title: str) -> _Locked:
     """Lock the conversation and list the user's active runs, newest
-    first, as ``(run id, conversation id)``, in one round trip with the
-    transaction's ``BEGIN`` (``fetch_together``); also the tool catalog's
-    version (decision 0024).
+    first, as ``(run id, conversation id)``, and the conversation's tree
+    (its messages' ids, parents and roles, without their text), in one
+    round trip with the transaction's ``BEGIN`` (``fetch_together``); also
+    the tool catalog's version (decision 0024) and the conversation's
+    current leaf (decision 0037).
 
     The ``UPDATE`` sets the conversation's activity time and its title from
     the first message, and locks its row until the transaction ends, so
-    posts to one conversation are decided one at a time; the list is read
-    after it, by a statement of its own, and so sees the runs of a post that
-    held the lock before. The ``UPDATE`` returns the catalog's version
-    (a sub-select, no statement of its own). Fixed SQL: every POST makes
-    these (``chatforge.db.sql_rows``)."""
+    posts to one conversation are decided one at a time; the lists are read
+    after it, by statements of their own, and so see the runs and messages
+    of a post that held the lock before. The ``UPDATE`` returns the
+    catalog's version (a sub-select, no statement of its own). Fixed SQL:
+    every POST makes these (``chatforge.db.sql_rows``)."""
     touch = Read(None, f'UPDATE {Conversation._meta.db_table} SET "updated_at" = %s, '
                        '"title" = CASE WHEN "title" = \'\' THEN %s ELSE "title" END WHERE "id" = %s '
-                       f'RETURNING COALESCE((SELECT "value" FROM {catalog_versioning.table()} WHERE "id" = 1), 0)',
+                       f'RETURNING COALESCE((SELECT "value" FROM {catalog_versioning.table()} WHERE "id" = 1), 0), '
+                       '"current_leaf"',
                  [db_param(Conversation, "updated_at", now), title, db_param(Conversation, "id", conversation.pk)])
     runs = Read(None, f'SELECT "id", "conversation_id" FROM {Run._meta.db_table} '
                       'WHERE "user_id" = %s AND "status" IN (%s, %s) ORDER BY "created_at" DESC',
                 [user.pk, *(status.value for status in ACTIVE)])
-    touched, active = fetch_together(touch, runs)
-    version = touched[0][1][0] if touched else catalog_versioning.seen()
-    return [(as_uuid(run_id), as_uuid(conversation_id)) for _, (run_id, conversation_id) in active], version
+    touched, active, nodes = fetch_together(touch, runs, tree_nodes_read(conversation.pk))
+    version, leaf = touched[0][1] if touched else (catalog_versioning.seen(), None)
+    return _Locked([(as_uuid(run_id), as_uuid(conversation_id)) for _, (run_id, conversation_id) in active],
+                   version, as_uuid(leaf), tree_nodes(nodes))
 
 
 def _active_run_in(conversation: Conversation, active: list[tuple[UUID | None, UUID | None]]) -> Run | None:
@@ -249,15 +273,18 @@ def check_idempotency_key(key: str | None) -> str:
     return key
 
 
-def run_for_idempotency_key(*, user: AbstractBaseUser, key: str, content: str) -> Run | None:
+def run_for_idempotency_key(*, user: AbstractBaseUser, key: str, content: str,
+                            answering: Message | None = None) -> Run | None:
     """The run an earlier request with this key started (marked ``replayed``),
-    or None. The same key with a different message is the client's mistake."""
+    or None. The same key with a different message is the client's mistake;
+    so is, for a regenerate (``answering``: the user message answered again),
+    a key first used for another message."""
     if not key:
         return None
     run = Run.objects.select_related("user_message").filter(user=user, idempotency_key=key).first()
     if run is None:
         return None
-    if run.user_message.content != content:
+    if run.user_message.content != content or (answering is not None and run.user_message_id != answering.pk):
         raise IdempotencyKeyReused(
             "This Idempotency-Key was already used for a different message. Use a new key for each "
             "new message, and the same key only to retry the same request.",
@@ -265,6 +292,30 @@ def run_for_idempotency_key(*, user: AbstractBaseUser, key: str, content: str) -
         )
     run.replayed = True
     return run
+
+
+class _EndOfBranch:
+    """``parent_id`` not given: the message follows the end of the
+    conversation's current branch."""
+
+    def __repr__(self) -> str:
+        return "END_OF_BRANCH"
+
+
+END_OF_BRANCH = _EndOfBranch()
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """What a run answers: a new user message (its text, files and place in
+    the tree), or one already stored, answered again (``again``)."""
+
+    content: str
+    images: list[str]
+    attachments: list[str]
+    parent_id: object = END_OF_BRANCH  # END_OF_BRANCH, None (a new root) or a message's id
+    replace_from: str | None = None
+    again: Message | None = None
 
 
 def run_start(
@@ -278,6 +329,7 @@ def run_start(
     continued_rounds: list[dict] | None = None,
     images: list[str] | None = None,
     attachments: list[str] | None = None,
+    parent_id: object = END_OF_BRANCH,
     replace_from: str | None = None,
 ) -> Run:
     """Write the user's message, the run and its first turn in one
@@ -294,76 +346,131 @@ def run_start(
     against the model; ``providers/images.py``).
     ``attachments``: ids of the user's files the message carries (checked
     here, with the model: ``attachments.py``).
-    ``replace_from``: edit or regenerate — the id of a user message of the
-    conversation; it and every later message go (``_truncate_from``) and
-    this message takes their place.
+    ``parent_id``: the message the new one follows (decision 0037): by
+    default the end of the conversation's current branch (or, posted while
+    a run is active, that run's user message: finalize moves it under the
+    answer); ``None`` for a new first message; a message's id to branch
+    there (an edit: the edited message's parent). Refused while a run is active.
+    ``replace_from``: the older spelling of an edit — the id of a user
+    message, whose parent the new message gets (nothing is deleted).
     """
-    replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
+    ask = _Ask(content=content, images=images or [], attachments=attachments or [], parent_id=parent_id,
+               replace_from=replace_from)
+    return _start(user=user, conversation=conversation, ask=ask, options=options, on_active=on_active,
+                  idempotency_key=idempotency_key, continued_rounds=continued_rounds or [])
+
+
+def run_answer_again(*, user: AbstractBaseUser, message: Message, options: RunOptions,
+                     idempotency_key: str = "") -> Run:
+    """A new run answering the stored user ``message`` again (regenerate):
+    no new message; its answer becomes a sibling of the earlier answers, and
+    the conversation's current branch goes through it. Refused while the
+    conversation has a run in progress."""
+    ask = _Ask(content=message.content, images=[], attachments=[], again=message)
+    return _start(user=user, conversation=message.conversation, ask=ask, options=options,
+                  on_active=OnActive.REJECT, idempotency_key=idempotency_key, continued_rounds=[])
+
+
+def _start(*, user: AbstractBaseUser, conversation: Conversation, ask: _Ask, options: RunOptions,
+           on_active: OnActive, idempotency_key: str, continued_rounds: list[dict]) -> Run:
+    replay = run_for_idempotency_key(user=user, key=idempotency_key, content=ask.content, answering=ask.again)
     if replay is not None:
         return replay
     try:
-        return _run_create(user=user, conversation=conversation, content=content, options=options,
+        return _run_create(user=user, conversation=conversation, ask=ask, options=options,
                            on_active=on_active, idempotency_key=idempotency_key,
-                           continued_rounds=continued_rounds or [], images=images or [],
-                           attachments=attachments or [], replace_from=replace_from)
+                           continued_rounds=continued_rounds)
     except IntegrityError:
-        replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
+        replay = run_for_idempotency_key(user=user, key=idempotency_key, content=ask.content, answering=ask.again)
         if replay is None:
             raise
         return replay
 
 
-def _run_create(
-    *,
-    user: AbstractBaseUser,
-    conversation: Conversation,
-    content: str,
-    options: RunOptions,
-    on_active: OnActive,
-    idempotency_key: str,
-    continued_rounds: list[dict],
-    images: list[str],
-    attachments: list[str],
-    replace_from: str | None = None,
-) -> Run:
-    if not content.strip() and not images and not attachments:
+def _check_message(ask: _Ask) -> None:
+    content = ask.content
+    if not content.strip() and not ask.images and not ask.attachments:
         raise InvalidRequest("The message is empty: send some text in 'content', or attach a file.",
                              details={"field": "content"})
-    check_attachment_count(attachments)
+    check_attachment_count(ask.attachments)
     if len(content) > settings.CHATFORGE_MAX_MESSAGE_CHARS:
         raise InvalidRequest(
             f"The message is {len(content)} characters long; the limit is "
             f"{settings.CHATFORGE_MAX_MESSAGE_CHARS}.",
             details={"field": "content"},
         )
+
+
+def _parent_of_new_message(ask: _Ask, locked: _Locked, active: Run | None) -> UUID | None:
+    """Where the new user message goes in the tree (decision 0037)."""
+    if ask.replace_from is not None:
+        edited = next((node for node in locked.nodes
+                       if str(node.pk) == ask.replace_from and node.role == Message.Role.USER), None)
+        if edited is None:
+            raise InvalidRequest(
+                "replace_from must be the id of one of this conversation's user messages.",
+                details={"field": "replace_from"},
+            )
+        return edited.parent_id
+    if ask.parent_id is None:
+        return None
+    if ask.parent_id is not END_OF_BRANCH:
+        parent = next((node.pk for node in locked.nodes if str(node.pk) == str(ask.parent_id)), None)
+        if parent is None:
+            raise InvalidRequest(
+                "parent_id must be the id of one of this conversation's messages (the edited message's "
+                "parent_id to edit it, or null for a new first message); leave it out to continue the "
+                "current branch.",
+                details={"field": "parent_id"},
+            )
+        return parent
+    if active is not None:
+        # Posted while ``active`` runs: its answer is not written yet; finalize
+        # moves this message under it (finalize._follow_the_answer).
+        return active.user_message_id
+    branch = tree.branch_through(locked.nodes, locked.current_leaf)
+    return branch[-1].pk if branch else None
+
+
+def _run_create(
+    *,
+    user: AbstractBaseUser,
+    conversation: Conversation,
+    ask: _Ask,
+    options: RunOptions,
+    on_active: OnActive,
+    idempotency_key: str,
+    continued_rounds: list[dict],
+) -> Run:
+    if ask.again is None:
+        _check_message(ask)
+    content, images = ask.content, ask.images
     now = timezone.now()
     title = "" if conversation.title else (content.strip().splitlines() or ["(image)" if images else "(files)"])[0][:80]
     with transaction.atomic():
-        active_runs, catalog_version = _lock_conversation_listing_active_runs(conversation, user, now=now,
-                                                                              title=title)
+        locked = _lock_conversation_listing_active_runs(conversation, user, now=now, title=title)
         # A repeat that waited for the lock behind its first request sees its run now.
-        replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content)
+        replay = run_for_idempotency_key(user=user, key=idempotency_key, content=content, answering=ask.again)
         if replay is not None:
             return replay
         # Checked with the catalog as of this transaction: a catalog built at
         # another version is rebuilt first, so the run gets the tools of every
         # change committed before it (decision 0024). A refusal rolls back.
-        catalog_versioning.note_seen(catalog_version)
+        catalog_versioning.note_seen(locked.catalog_version)
         stored_options = check_run_options(options)
         model = options.model or stored_options.pop("assistant_model", "") or settings.CHATFORGE_DEFAULT_MODEL
         missing_key = missing_key_message(model, user_id=user.pk) if model != DEMO_MODEL else None
         if missing_key:
             raise InvalidRequest(missing_key, details={"field": "model"})
         _check_token_budget(user)
-        active = _active_run_in(conversation, active_runs)
-        if replace_from is not None:
-            if active is not None:
-                raise RunActive(
-                    f"This conversation has a run in progress ({active.id}); wait for it or cancel it "
-                    "before editing or regenerating a message.",
-                    details={"active_run_id": str(active.id)},
-                )
-            _truncate_from(conversation, replace_from)  # frees the files of the messages it deletes
+        active = _active_run_in(conversation, locked.active)
+        branching = ask.again is not None or ask.replace_from is not None or ask.parent_id is not END_OF_BRANCH
+        if branching and active is not None:
+            raise RunActive(
+                f"This conversation has a run in progress ({active.id}); wait for it or cancel it "
+                "before editing or regenerating a message.",
+                details={"active_run_id": str(active.id)},
+            )
         if active is not None and on_active == OnActive.REJECT:
             raise RunActive(
                 f"This conversation has a run in progress ({active.id}). Wait for it, cancel it, or "
@@ -371,14 +478,27 @@ def _run_create(
                 "(cancels it, then starts).",
                 details={"active_run_id": str(active.id)},
             )
-        files = attachments_checked(user=user, conversation=conversation, file_ids=attachments, model=model)
+        if ask.again is not None:
+            message = ask.again
+            # Its files are checked again for this run's model (an image for
+            # a model that takes none) and waited for as on the first run.
+            files = attachments_checked(user=user, conversation=conversation, model=model,
+                                        file_ids=attached_file_ids(message.content_json), replaced=[message.pk])
+        else:
+            parent_id = _parent_of_new_message(ask, locked, active)
+            on_path = {node.pk for node in tree.path_to(locked.nodes, parent_id)}
+            # A file attached to a message on another branch (the message an
+            # edit replaces) is not in this message's history: it may come along.
+            files = attachments_checked(user=user, conversation=conversation, file_ids=ask.attachments,
+                                        model=model,
+                                        replaced=[node.pk for node in locked.nodes if node.pk not in on_path])
+            message = Message(
+                conversation=conversation, role=Message.Role.USER, content=content, parent_id=parent_id,
+                content_json=content_parts(content, images, [f.pk for f in files]),
+            )
         if files:
             # The first turn waits for their text (attachments.wait_for_attachments).
             stored_options[ATTACHMENTS_OPTION] = [str(f.pk) for f in files]
-        message = Message(
-            conversation=conversation, role=Message.Role.USER, content=content,
-            content_json=content_parts(content, images, [f.pk for f in files]),
-        )
         run = Run(
             conversation=conversation,
             user=user,
@@ -391,9 +511,20 @@ def _run_create(
             continued_rounds=continued_rounds,
             trace_parent=current_trace_parent(),
         )
-        # The three rows in one statement (the ORM would send three).
-        insert_all(message, run, LlmTurn(run=run, iteration=0, offered_tools=stored_options["max_iterations"] > 0))
-        attach(files=files, message=message)
+        turn = LlmTurn(run=run, iteration=0, offered_tools=stored_options["max_iterations"] > 0)
+        # The rows in one statement (the ORM would send four): the message
+        # (unless answered again), the run, its first turn, and the
+        # conversation's current leaf, now this message (decision 0037).
+        write_together(
+            *([insert_statement(message)] if ask.again is None else []),
+            insert_statement(run),
+            insert_statement(turn),
+            update_statement(Conversation, {"current_leaf": message.pk}, pk=conversation.pk),
+        )
+        mark_saved([message, run, turn])
+        conversation.current_leaf = message.pk
+        if ask.again is None:
+            attach(files=files, message=message)
         record.run_started(model)
         bind_run(run)  # the rest of the request's log lines name the run
         logger.info("run accepted", extra={"model": model, "queued_behind": str(active.id) if active else None})
@@ -403,25 +534,6 @@ def _run_create(
             transaction.on_commit(lambda: run_request_cancel(run=active))
         # on_active=enqueue: finalize of the active run dispatches this one.
     return run
-
-
-def _truncate_from(conversation: Conversation, message_id: str) -> None:
-    """The branch rule of editing and regenerating: the user message and
-    everything after it in the conversation are deleted — later messages
-    answered a text that no longer stands — with the runs of those messages
-    (their ledgers too). Called with the conversation's row locked and no
-    run active in it."""
-    messages = ordered_messages(conversation.pk)
-    start = next((i for i, m in enumerate(messages)
-                  if str(m.pk) == message_id and m.role == Message.Role.USER), None)
-    if start is None:
-        raise InvalidRequest(
-            "replace_from must be the id of one of this conversation's user messages.",
-            details={"field": "replace_from"},
-        )
-    doomed = [m.pk for m in messages[start:]]
-    Run.objects.filter(user_message_id__in=doomed).delete()
-    Message.objects.filter(pk__in=doomed).delete()
 
 
 def run_request_cancel(*, run: Run) -> Run:

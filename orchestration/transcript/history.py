@@ -1,5 +1,7 @@
-"""The provider-neutral messages for an LLM turn: the conversation so far
-(stored tool rounds expanded) plus this run's own rounds up to now."""
+"""The provider-neutral messages for an LLM turn: the conversation's path
+to the run's user message (stored tool rounds expanded) plus this run's own
+rounds up to now. Other branches of the conversation (earlier versions of
+an edited message, other answers to it) never reach the model (decision 0037)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,8 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from chatforge.conversations.models import Message, Run
-from chatforge.conversations.selectors import (
-    conversation_read,
-    in_conversation_order,
-    ledger_invocations_read,
-    ledger_turns_read,
-)
+from chatforge.conversations.selectors import conversation_read, ledger_invocations_read, ledger_turns_read
+from chatforge.conversations.tree import path_to
 from chatforge.db.sql_rows import fetch_together, instances
 from chatforge.llm.providers.base import ChatMessage
 from chatforge.llm.providers.images import images_of
@@ -27,15 +25,16 @@ FORCED_FINAL_NOTE = (
 
 
 def conversation_messages(run: Run, rows: list | None = None) -> list[ChatMessage]:
-    """Messages of the conversation up to and including the run's user
-    message; ``rows``: its ``conversation_read``, if already made."""
+    """The path from the conversation's first message to the run's user
+    message, that message included; ``rows``: its ``conversation_read``, if
+    already made."""
     messages: list[ChatMessage] = []
     system_prompt = run.options.get("system_prompt") or settings.CHATFORGE_SYSTEM_PROMPT
     if system_prompt:
         messages.append(ChatMessage(role="system", content=system_prompt))
     if rows is None:
         rows = conversation_read(run.conversation_id).fetch()
-    ordered = in_conversation_order(rows, before=run.user_message)
+    ordered = path_to([message for message, _ in rows], run.user_message_id)
     attached = attached_content(m for m in ordered if m.role == Message.Role.USER)
     for message in ordered:
         if message.role == Message.Role.ASSISTANT:

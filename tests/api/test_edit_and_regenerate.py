@@ -1,7 +1,8 @@
-"""Editing a user message and regenerating the last answer: both send a
-message with ``replace_from``; the replaced message and everything after it
-go (with their runs), and the new run answers the new text. Runs here are
-only enqueued (no worker): they are ended by hand where a test needs it."""
+"""Editing a user message the older way, with ``replace_from``: the new
+message becomes a sibling of the replaced one (it gets that message's
+parent) and nothing is deleted; the current branch follows the new message
+(decision 0037). Runs here are only enqueued (no worker): they are ended by
+hand where a test needs it. The tree's own API: test_message_tree_api.py."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from django.test import Client
 
 from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
+from chatforge.conversations.selectors import messages_of
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +30,8 @@ def chat(make_user, idle_broker, settings):
     def answered(content: str) -> Message:
         """Send, then end the run with an answer (as a worker would)."""
         run = Run.objects.get(pk=send(content).json()["run_id"])
-        Message.objects.create(conversation_id=conversation, run=run, role="assistant", content=f"re: {content}")
+        Message.objects.create(conversation_id=conversation, run=run, role="assistant", content=f"re: {content}",
+                               parent_id=run.user_message_id)
         Run.objects.filter(pk=run.pk).update(status="completed")
         return run.user_message
 
@@ -39,25 +42,24 @@ def texts(conversation: str) -> list[str]:
     return [m.content for m in Conversation.objects.get(pk=conversation).messages.order_by("created_at")]
 
 
-def test_editing_a_message_drops_it_and_everything_after(chat):
+def branch(conversation: str) -> list[str]:
+    return [m.content for m in messages_of(Conversation.objects.get(pk=conversation))]
+
+
+def test_editing_a_message_adds_a_sibling_and_keeps_everything(chat):
     conversation, send, answered = chat
     answered("first")
     second = answered("second")
     answered("third")
     edited = send("second, edited", replace_from=str(second.pk))
     assert edited.status_code == 202, edited.content
-    assert texts(conversation) == ["first", "re: first", "second, edited"]
-    assert Run.objects.filter(conversation_id=conversation).count() == 2  # first's, and the new one
-    assert LlmTurn.objects.filter(run__conversation_id=conversation).count() == 2
-
-
-def test_regenerating_the_last_answer(chat):
-    conversation, send, answered = chat
-    answered("first")
-    last = answered("what is 2+2?")
-    again = send("what is 2+2?", replace_from=str(last.pk))
-    assert again.status_code == 202, again.content
-    assert texts(conversation) == ["first", "re: first", "what is 2+2?"]
+    new = Message.objects.get(pk=edited.json()["message_id"])
+    assert new.parent_id == second.parent_id
+    assert branch(conversation) == ["first", "re: first", "second, edited"]
+    assert texts(conversation) == ["first", "re: first", "second", "re: second", "third", "re: third",
+                                   "second, edited"]
+    assert Run.objects.filter(conversation_id=conversation).count() == 4
+    assert LlmTurn.objects.filter(run__conversation_id=conversation).count() == 4
 
 
 def test_what_cannot_be_replaced(chat, make_user):
