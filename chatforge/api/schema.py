@@ -35,7 +35,14 @@ CONVERSATION_SEARCH = OpenApiParameter(
     "q", str, OpenApiParameter.QUERY, required=False,
     description="Only conversations whose title or any message contains this text (case-insensitive).",
 )
+CONVERSATION_ARCHIVED = OpenApiParameter(
+    "archived", str, OpenApiParameter.QUERY, required=False, enum=["0", "1"],
+    description="1: only archived conversations; 0 (the default): the others. A search (q) covers both "
+                "(each result's archived_at says which it is).",
+)
 CONVERSATION_RENAME = OpenApiExample("Rename", value={"title": "Trip to Porto"}, request_only=True)
+CONVERSATION_PIN = OpenApiExample("Pin", value={"pinned": True}, request_only=True)
+CONVERSATION_ARCHIVE = OpenApiExample("Archive", value={"archived": True}, request_only=True)
 IDEMPOTENCY_KEY_REUSED = OpenApiExample(
     "Idempotency-Key reused for another message",
     value={"error": {"code": "idempotency_key_reused",
@@ -107,6 +114,7 @@ TOOL_RESULT = OpenApiExample(
 CONVERSATION = OpenApiExample(
     "Conversation",
     value={"id": "3a6e14e8-20fb-47a6-88bb-f1cc4b4fe6c5", "title": "What is 6*7?", "source": "chat",
+           "pinned_at": "2026-01-02T09:00:00Z", "archived_at": None,
            "created_at": "2026-01-01T10:00:00Z", "updated_at": "2026-01-01T10:00:03Z"},
     response_only=True,
 )

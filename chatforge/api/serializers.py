@@ -14,10 +14,17 @@ from .lean_serializers import LeanSerializer
 
 
 class ConversationSerializer(serializers.ModelSerializer):
+    # Written as flags, read back as times (``chatforge.conversations.listing``).
+    pinned = serializers.BooleanField(write_only=True, required=False,
+                                      help_text="Pin (true) or unpin (false); `pinned_at` says when.")
+    archived = serializers.BooleanField(write_only=True, required=False,
+                                        help_text="Archive (true) or restore (false); `archived_at` says when.")
+
     class Meta:
         model = Conversation
-        fields = ["id", "title", "source", "created_at", "updated_at"]
-        read_only_fields = ["id", "source", "created_at", "updated_at"]
+        fields = ["id", "title", "source", "pinned_at", "archived_at", "created_at", "updated_at",
+                  "pinned", "archived"]
+        read_only_fields = ["id", "source", "pinned_at", "archived_at", "created_at", "updated_at"]
 
 
 class MessageSerializer(serializers.ModelSerializer):

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chatforge.conversations import selectors
+from chatforge.conversations.listing import conversation_list, conversation_set_archived, conversation_set_pinned
 from chatforge.conversations.models import Conversation
 from orchestration.services.approvals import decide
 from orchestration.services.attachments import attachments_of
@@ -38,6 +39,7 @@ from .serializers import (
     RunSerializer,
     ToolCallDecisionSerializer,
 )
+from .share_views import ConversationSharingMixin
 from .throttles import MessagePostThrottle
 
 
@@ -52,14 +54,18 @@ def _event_urls(request: Request, run_id: str) -> dict[str, str]:
 
 @extend_schema_view(
     list=extend_schema(examples=[schema.CONVERSATION],
-                       parameters=[schema.CONVERSATION_SOURCE, schema.CONVERSATION_SEARCH]),
-    update=extend_schema(examples=[schema.CONVERSATION_RENAME, schema.CONVERSATION, schema.NOT_FOUND]),
-    partial_update=extend_schema(examples=[schema.CONVERSATION_RENAME, schema.CONVERSATION, schema.NOT_FOUND]),
+                       parameters=[schema.CONVERSATION_SOURCE, schema.CONVERSATION_SEARCH,
+                                   schema.CONVERSATION_ARCHIVED]),
+    update=extend_schema(examples=[schema.CONVERSATION_RENAME, schema.CONVERSATION_PIN, schema.CONVERSATION_ARCHIVE,
+                                   schema.CONVERSATION, schema.NOT_FOUND]),
+    partial_update=extend_schema(examples=[schema.CONVERSATION_RENAME, schema.CONVERSATION_PIN,
+                                           schema.CONVERSATION_ARCHIVE, schema.CONVERSATION, schema.NOT_FOUND]),
     create=extend_schema(examples=[schema.CONVERSATION_CREATE, schema.CONVERSATION]),
     retrieve=extend_schema(examples=[schema.CONVERSATION, schema.NOT_FOUND]),
     destroy=extend_schema(responses={204: None, 404: dict}, examples=[schema.NOT_FOUND]),
 )
 class ConversationViewSet(
+    ConversationSharingMixin,
     mixins.CreateModelMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -67,8 +73,10 @@ class ConversationViewSet(
     mixins.DestroyModelMixin,
     viewsets.GenericViewSet,
 ):
-    """Conversations: list (``?source=``, ``?q=`` search), create, read,
-    rename (``PATCH {"title"}``), delete (cancels its active runs)."""
+    """Conversations: list (pinned first; ``?source=``, ``?q=`` search,
+    ``?archived=1``), create, read, rename, pin and archive (``PATCH
+    {"title", "pinned", "archived"}``), delete (cancels its active runs),
+    export and share (``share_views.py``)."""
 
     serializer_class = ConversationSerializer
 
@@ -80,7 +88,14 @@ class ConversationViewSet(
         search = self.request.query_params.get("q", "").strip() if listing else ""
         if "\x00" in search:
             raise ValidationError({"q": ["The search text cannot contain NUL characters."]})
-        conversations = selectors.conversations_of(self.request.user, source=source, search=search or None)
+        if listing:
+            archived = self.request.query_params.get("archived", "0")
+            if archived not in ("0", "1", "true", "false"):
+                raise ValidationError({"archived": ["Use 1 (only archived conversations) or 0 (the others)."]})
+            conversations = conversation_list(self.request.user, source=source, search=search or None,
+                                              archived=archived in ("1", "true"))
+        else:
+            conversations = selectors.conversations_of(self.request.user)
         if listing and source is None:
             # A frontend's background tasks (/v1 "background-tasks") only when asked for.
             conversations = conversations.exclude(source=Conversation.Source.TASK)
@@ -96,7 +111,14 @@ class ConversationViewSet(
         return conversation
 
     def perform_create(self, serializer: ConversationSerializer) -> None:
-        serializer.save(user=self.request.user)
+        flags = _list_flags(serializer)
+        serializer.instance = _apply_list_flags(serializer.save(user=self.request.user), flags)
+
+    def perform_update(self, serializer: ConversationSerializer) -> None:
+        flags = _list_flags(serializer)
+        if serializer.validated_data:  # a rename; pinning or archiving alone leaves updated_at as it was
+            serializer.save()
+        serializer.instance = _apply_list_flags(serializer.instance, flags)
 
     @extend_schema(methods=["get"], responses=MessageSerializer(many=True), examples=[schema.ASSISTANT_MESSAGE])
     @extend_schema(
@@ -151,6 +173,21 @@ class ConversationViewSet(
 
     def perform_destroy(self, instance: Conversation) -> None:
         conversation_delete(conversation=instance)
+
+
+def _list_flags(serializer: ConversationSerializer) -> dict[str, bool]:
+    """The write-only ``pinned`` / ``archived`` of a request, taken out of
+    what the serializer saves on the row."""
+    return {name: serializer.validated_data.pop(name) for name in ("pinned", "archived")
+            if name in serializer.validated_data}
+
+
+def _apply_list_flags(conversation: Conversation, flags: dict[str, bool]) -> Conversation:
+    if "pinned" in flags:
+        conversation = conversation_set_pinned(conversation=conversation, pinned=flags["pinned"])
+    if "archived" in flags:
+        conversation = conversation_set_archived(conversation=conversation, archived=flags["archived"])
+    return conversation
 
 
 @extend_schema_view(retrieve=extend_schema(responses={200: RunSerializer, 404: dict},

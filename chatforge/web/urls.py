@@ -9,6 +9,7 @@ urlpatterns = [
     path("", views.chat, name="chat"),
     path("c/<uuid:conversation_id>/", views.chat, name="chat-conversation"),
     path("favicon.ico", views.favicon, name="favicon"),
+    path("share/<str:token>/", views.share_page, name="share"),
     path("tools/testing/", views.tool_testing, name="tool-testing"),
     path("settings/", views.settings_page, name="settings"),
     path("settings/secrets/", views.secret_save, name="secret-save"),

@@ -15,6 +15,7 @@ from chatforge.accounts.models import ApiToken
 from chatforge.accounts.secrets import user_secret_delete, user_secret_set
 from chatforge.accounts.tokens import IssuedToken, api_token_create, api_token_revoke, api_token_rotate
 from chatforge.conversations import selectors
+from chatforge.conversations.shares import share_from_token
 from chatforge.errors import InvalidRequest
 
 from .errors import not_found_page
@@ -31,6 +32,29 @@ def chat(request: HttpRequest, conversation_id: str | None = None) -> HttpRespon
         if conversation is None:  # deleted, never was, or someone else's
             return not_found_page(request)
     return render(request, "web/chat.html", {"page": chat_page_data(request.user, conversation), "conversation": conversation})
+
+
+# A shared conversation is for the people given its link, not for search
+# engines, and the link (its token) is not passed on to sites it links to.
+SHARE_HEADERS = {"X-Robots-Tag": "noindex, nofollow", "Referrer-Policy": "no-referrer"}
+
+
+@never_cache
+@require_GET
+def share_page(request: HttpRequest, token: str) -> HttpResponse:
+    """A share link (``/share/<token>/``): the snapshot, read-only, with no
+    login and nothing of the app but its name. A revoked link says so (404);
+    a token that is not one of ours is not found."""
+    share = share_from_token(token)
+    if share is None:
+        response = not_found_page(request)
+    elif share.revoked_at is not None:
+        response = render(request, "web/share.html", {"revoked": True}, status=404)
+    else:
+        response = render(request, "web/share.html", {"share": share, "snapshot": share.snapshot})
+    for name, value in SHARE_HEADERS.items():
+        response[name] = value
+    return response
 
 
 @require_GET

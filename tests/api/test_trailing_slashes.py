@@ -16,6 +16,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from chatforge.conversations.models import Run
 from tests.support.files import PNG_BYTES
 
 pytestmark = pytest.mark.django_db
@@ -90,7 +91,9 @@ def test_every_api_route_answers_both_spellings_without_a_redirect(owner):
     values = {
         "conversations.pk": conversation_id,
         "conversations.conversation_id": conversation_id,
+        "conversations.share_id": "5b0f7c52-6a0e-4d5e-9a57-0c2f3f3b7a10",  # no such share: the view's 404
         "files.pk": file_id,
+        "messages.pk": str(Run.objects.get(pk=run_id).user_message_id),
         "runs.pk": run_id,
         "runs.run_id": run_id,
         "runs.tool_call_id": "call_1",
