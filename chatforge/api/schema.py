@@ -40,6 +40,11 @@ CONVERSATION_ARCHIVED = OpenApiParameter(
     description="1: only archived conversations; 0 (the default): the others. A search (q) covers both "
                 "(each result's archived_at says which it is).",
 )
+MESSAGES_TREE = OpenApiParameter(
+    "tree", str, OpenApiParameter.QUERY, required=False, enum=["0", "1"],
+    description="1: every message of the conversation, every version, by creation time (each names its "
+                "parent_id). Absent or 0: the current branch, in order.",
+)
 CONVERSATION_RENAME = OpenApiExample("Rename", value={"title": "Trip to Porto"}, request_only=True)
 CONVERSATION_PIN = OpenApiExample("Pin", value={"pinned": True}, request_only=True)
 CONVERSATION_ARCHIVE = OpenApiExample("Archive", value={"archived": True}, request_only=True)
@@ -102,6 +107,69 @@ ASSISTANT_MESSAGE = OpenApiExample(
     ],
     response_only=True,
     status_codes=["200"],
+)
+BRANCH_REQUEST = OpenApiExample(
+    "Switch to another version", value={"message_id": "5c1f0a2e-8d4b-4f0e-9a51-2b7c3d9e6f10"}, request_only=True)
+BRANCH_RESULT = OpenApiExample(
+    "The new current branch",
+    value={"current_leaf": "5c1f0a2e-8d4b-4f0e-9a51-2b7c3d9e6f10",
+           "messages": [
+               {"id": "70921f1c-0a83-4dd8-bbbc-085de0f7af9d", "role": "user", "content": "Name a colour.",
+                "parent_id": None, "sibling_ids": ["70921f1c-0a83-4dd8-bbbc-085de0f7af9d"], "assistant": "",
+                "status": "final"},
+               {"id": "5c1f0a2e-8d4b-4f0e-9a51-2b7c3d9e6f10", "role": "assistant", "content": "Teal.",
+                "parent_id": "70921f1c-0a83-4dd8-bbbc-085de0f7af9d",
+                "sibling_ids": ["5c1f0a2e-8d4b-4f0e-9a51-2b7c3d9e6f10", "03d0f613-6b1e-4c52-9a0e-8f3d2c1b0a99"],
+                "assistant": "", "status": "final", "model": "demo"}]},
+    response_only=True,
+    status_codes=["200"],
+)
+BRANCH_RUN_ACTIVE = OpenApiExample(
+    "Conversation busy",
+    value={"error": {"code": "run_active",
+                     "message": "This conversation has a run in progress (bad186fa-…); wait for it or cancel it "
+                                "before switching versions.",
+                     "details": {"active_run_id": "bad186fa-d421-49e7-8259-c7c86d989682"}}},
+    response_only=True,
+    status_codes=["409"],
+)
+REGENERATE_REQUEST = OpenApiExample(
+    "Answer again with another model", value={"model": "demo", "max_iterations": 3}, request_only=True)
+REGENERATE_ACCEPTED = OpenApiExample(
+    "Run accepted (the user message answered again)",
+    value={
+        "conversation_id": "3a6e14e8-20fb-47a6-88bb-f1cc4b4fe6c5",
+        "message_id": "70921f1c-0a83-4dd8-bbbc-085de0f7af9d",
+        "run_id": "c0ffee00-d421-49e7-8259-c7c86d989682",
+        "status": "queued",
+        "events_ws": "ws://127.0.0.1:8000/ws/runs/c0ffee00-d421-49e7-8259-c7c86d989682/",
+        "events_sse": "http://127.0.0.1:8000/api/runs/c0ffee00-d421-49e7-8259-c7c86d989682/events/",
+    },
+    response_only=True,
+    status_codes=["202"],
+)
+REGENERATE_RUN_ACTIVE = OpenApiExample(
+    "Conversation busy",
+    value={"error": {"code": "run_active",
+                     "message": "This conversation has a run in progress (bad186fa-…); wait for it or cancel it "
+                                "before editing or regenerating a message.",
+                     "details": {"active_run_id": "bad186fa-d421-49e7-8259-c7c86d989682"}}},
+    response_only=True,
+    status_codes=["409"],
+)
+DELETE_RUN_ACTIVE = OpenApiExample(
+    "A run of the branch is in progress",
+    value={"error": {"code": "run_active",
+                     "message": "A run of this branch is in progress (bad186fa-…); wait for it or cancel it "
+                                "before deleting the message.",
+                     "details": {"active_run_id": "bad186fa-d421-49e7-8259-c7c86d989682"}}},
+    response_only=True,
+    status_codes=["409"],
+)
+MESSAGE_EDIT = OpenApiExample(
+    "Edit a message (a new version beside it)",
+    value={"content": "What is 6*8?", "parent_id": "03d0f613-6b1e-4c52-9a0e-8f3d2c1b0a99"},
+    request_only=True,
 )
 TOOL_INVOKE = OpenApiExample("Run the calculator", value={"arguments": {"expression": "6*7"}}, request_only=True)
 TOOL_RESULT = OpenApiExample(

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from chatforge.conversations.models import Conversation, Message, Run, ToolInvocation
+from chatforge.conversations.selectors import MessageTree, run_assistants
 from orchestration.services.approvals import pending_approvals
+from orchestration.services.attachments import attachments_of
 
 from .file_serializers import FileSerializer
 from .lean_serializers import LeanSerializer
@@ -23,15 +28,33 @@ class ConversationSerializer(serializers.ModelSerializer):
     class Meta:
         model = Conversation
         fields = ["id", "title", "source", "pinned_at", "archived_at", "created_at", "updated_at",
-                  "pinned", "archived"]
-        read_only_fields = ["id", "source", "pinned_at", "archived_at", "created_at", "updated_at"]
+                  "pinned", "archived", "current_leaf"]
+        read_only_fields = ["id", "source", "pinned_at", "archived_at", "created_at", "updated_at",
+                            "current_leaf"]
+
+
+def message_context(tree: MessageTree, page: Sequence[Message]) -> dict[str, Any]:
+    """``MessageSerializer``'s context for ``page``, messages of ``tree``:
+    their files, their versions and their runs' assistants, each read once
+    for the page (``attachments_of``, ``run_assistants``)."""
+    return {"attachments": attachments_of(page), "sibling_ids": tree.sibling_ids(),
+            "assistants": run_assistants(page)}
 
 
 class MessageSerializer(serializers.ModelSerializer):
     """A message; ``attachments`` come from the context's ``attachments``
-    (message id -> files, ``attachments_of``), read once for a page."""
+    (message id -> files, ``attachments_of``), ``sibling_ids`` and
+    ``assistant`` from ``message_context``'s, read once for a page."""
 
     attachments = serializers.SerializerMethodField()
+    parent_id = serializers.UUIDField(read_only=True, allow_null=True,
+                                      help_text="The message this one follows (null for a first message).")
+    sibling_ids = serializers.SerializerMethodField(
+        help_text="The versions of this message, oldest first, itself included: the messages with the same "
+        "parent and role (an edit's or a regenerated answer's siblings). One id when there is no other.")
+    assistant = serializers.SerializerMethodField(
+        help_text="The assistant profile the run of this answer used; empty for user messages and for runs "
+        "without one.")
 
     class Meta:
         model = Message
@@ -46,9 +69,19 @@ class MessageSerializer(serializers.ModelSerializer):
             "model",
             "usage",
             "run",
+            "parent_id",
+            "sibling_ids",
+            "assistant",
             "created_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.UUIDField()))
+    def get_sibling_ids(self, message: Message) -> list[str]:
+        return [str(pk) for pk in self.context.get("sibling_ids", {}).get(message.pk, [message.pk])]
+
+    def get_assistant(self, message: Message) -> str:
+        return self.context.get("assistants", {}).get(message.pk, "")
 
     @extend_schema_field(FileSerializer(many=True))
     def get_attachments(self, message: Message) -> list[dict]:
@@ -86,13 +119,53 @@ class MessageCreateSerializer(LeanSerializer):
         help_text="If the conversation has a run in progress: reject (409), enqueue (start after it) "
         "or interrupt (cancel it, then start).",
     )
+    parent_id = serializers.UUIDField(
+        required=False,
+        allow_null=True,
+        help_text="The message this one follows (messages form a tree: docs/api.md, Versions). Left out: the "
+        "end of the conversation's current branch. To edit a message, send the edited message's parent_id "
+        "(null for the first message): the new message becomes its sibling, and nothing is deleted. Refused "
+        "(409) while the conversation has a run in progress.",
+    )
     replace_from = serializers.UUIDField(
         required=False,
-        help_text="Edit or regenerate: the id of one of the conversation's user messages. It and every "
-        "message after it are removed (with their runs), then this message is sent in its place. "
-        "Regenerate the last answer by sending the last user message's id and text. Refused (409) while "
-        "the conversation has a run in progress.",
+        help_text="Edit, the older way: the id of one of the conversation's user messages. The new message "
+        "becomes its sibling (it gets that message's parent); nothing is deleted, and the earlier version "
+        "stays readable (GET messages?tree=1). To answer a message again without a new one, use POST "
+        "/api/messages/{id}/regenerate/. Refused (409) while the conversation has a run in progress.",
     )
+
+
+class RegenerateSerializer(LeanSerializer):
+    """What may change when a message is answered again; the rest takes the
+    same defaults as posting a message."""
+
+    model = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    tools = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, allow_null=True, max_length=128
+    )
+    assistant = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=100,
+        help_text="An assistant profile's name: its system prompt, model, tools and iteration cap become the defaults.",
+    )
+    reasoning_effort = serializers.ChoiceField(
+        choices=["minimal", "low", "medium", "high"], required=False
+    )
+    max_iterations = serializers.IntegerField(
+        required=False, min_value=0, max_value=settings.CHATFORGE_MAX_ITERATIONS_LIMIT
+    )
+
+
+class BranchSerializer(serializers.Serializer):
+    message_id = serializers.UUIDField(help_text="A message of the conversation: the branch through it becomes "
+                                                 "the current one.")
+
+
+class BranchResultSerializer(serializers.Serializer):
+    current_leaf = serializers.UUIDField()
+    messages = MessageSerializer(many=True, help_text="The new current branch, in order.")
 
 
 class RunAcceptedSerializer(serializers.Serializer):

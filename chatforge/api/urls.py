@@ -6,7 +6,7 @@ from .file_views import ConversationFilesView, FileViewSet
 from .model_views import ModelListView, ToolTestView
 from .secret_views import SecretDetailApi, SecretListApi
 from .tool_views import ToolViewSet
-from .views import ConversationViewSet, RunViewSet
+from .views import ConversationViewSet, MessageViewSet, RunViewSet
 
 
 class ApiRouter(DefaultRouter):
@@ -20,6 +20,7 @@ class ApiRouter(DefaultRouter):
 router = ApiRouter()
 router.register("conversations", ConversationViewSet, basename="conversation")
 router.register("runs", RunViewSet, basename="run")
+router.register("messages", MessageViewSet, basename="message")
 router.register("tools", ToolViewSet, basename="tool")
 router.register("files", FileViewSet, basename="file")
 

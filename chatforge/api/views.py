@@ -17,11 +17,12 @@ from rest_framework.response import Response
 
 from chatforge.conversations import selectors
 from chatforge.conversations.listing import conversation_list, conversation_set_archived, conversation_set_pinned
-from chatforge.conversations.models import Conversation
+from chatforge.conversations.models import Conversation, Message, Run
 from orchestration.services.approvals import decide
-from orchestration.services.attachments import attachments_of
+from orchestration.services.branches import delete_message, regenerate, switch_branch
 from orchestration.services.conversations import conversation_delete
 from orchestration.services.runs import (
+    END_OF_BRANCH,
     OnActive,
     RunOptions,
     check_idempotency_key,
@@ -32,12 +33,16 @@ from orchestration.services.runs import (
 from . import schema
 from .serializers import (
     ApprovalSerializer,
+    BranchResultSerializer,
+    BranchSerializer,
     ConversationSerializer,
     MessageCreateSerializer,
     MessageSerializer,
+    RegenerateSerializer,
     RunAcceptedSerializer,
     RunSerializer,
     ToolCallDecisionSerializer,
+    message_context,
 )
 from .share_views import ConversationSharingMixin
 from .throttles import MessagePostThrottle
@@ -50,6 +55,34 @@ def _event_urls(request: Request, run_id: str) -> dict[str, str]:
         "events_ws": f"{scheme}://{host}/ws/runs/{run_id}/",
         "events_sse": request.build_absolute_uri(f"/api/runs/{run_id}/events/"),
     }
+
+
+def _accepted(request: Request, run: Run) -> Response:
+    """The 202 of a run started (a message posted, or answered again)."""
+    body = {
+        "conversation_id": str(run.conversation_id),
+        "message_id": str(run.user_message_id),
+        "run_id": str(run.id),
+        "status": run.status,
+        **_event_urls(request, str(run.id)),
+    }
+    # ``body`` has RunAcceptedSerializer's shape (the schema's): passing
+    # it through that serializer would only copy it, for 0.2 ms.
+    response = Response(body, status=status.HTTP_202_ACCEPTED)
+    if run.replayed:
+        # A repeat of an earlier request (same Idempotency-Key): its run, not a new one.
+        response["Idempotent-Replayed"] = "true"
+    return response
+
+
+def _run_options(data: dict) -> RunOptions:
+    return RunOptions(
+        model=data.get("model") or "",
+        tools=data.get("tools"),
+        max_iterations=data.get("max_iterations"),
+        reasoning_effort=data.get("reasoning_effort"),
+        assistant=data.get("assistant") or "",
+    )
 
 
 @extend_schema_view(
@@ -120,21 +153,24 @@ class ConversationViewSet(
             serializer.save()
         serializer.instance = _apply_list_flags(serializer.instance, flags)
 
-    @extend_schema(methods=["get"], responses=MessageSerializer(many=True), examples=[schema.ASSISTANT_MESSAGE])
+    @extend_schema(methods=["get"], responses=MessageSerializer(many=True), parameters=[schema.MESSAGES_TREE],
+                   examples=[schema.ASSISTANT_MESSAGE])
     @extend_schema(
         methods=["post"],
         request=MessageCreateSerializer,
         parameters=[schema.IDEMPOTENCY_KEY],
         responses={202: RunAcceptedSerializer, 400: dict, 409: dict, 422: dict, 429: dict},
-        examples=[schema.MESSAGE_REQUEST, schema.RUN_ACCEPTED, schema.RUN_ACTIVE_ERROR, schema.UNKNOWN_TOOL_ERROR,
+        examples=[schema.MESSAGE_REQUEST, schema.MESSAGE_EDIT, schema.RUN_ACCEPTED, schema.RUN_ACTIVE_ERROR, schema.UNKNOWN_TOOL_ERROR,
                   schema.IDEMPOTENCY_KEY_REUSED],
     )
     @action(detail=True, methods=["get", "post"], url_path="messages", throttle_classes=[MessagePostThrottle])
     def messages(self, request: Request, pk: str | None = None) -> Response:
         conversation: Conversation = self.get_object()
         if request.method == "GET":
-            page = self.paginate_queryset(selectors.messages_of(conversation))
-            context = {"attachments": attachments_of(page)}
+            tree = selectors.message_tree_of(conversation)
+            whole = request.query_params.get("tree", "") in ("1", "true")
+            page = self.paginate_queryset(tree.messages if whole else tree.current_branch())
+            context = message_context(tree, page)
             return self.get_paginated_response(MessageSerializer(page, many=True, context=context).data)
         payload = MessageCreateSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
@@ -144,32 +180,31 @@ class ConversationViewSet(
             user=request.user,
             conversation=conversation,
             content=data["content"],
-            options=RunOptions(
-                model=data.get("model") or "",
-                tools=data.get("tools"),
-                max_iterations=data.get("max_iterations"),
-                reasoning_effort=data.get("reasoning_effort"),
-                assistant=data.get("assistant") or "",
-            ),
+            options=_run_options(data),
             on_active=OnActive(data["on_active"]),
             idempotency_key=idempotency_key,
+            parent_id=data["parent_id"] if "parent_id" in data else END_OF_BRANCH,
             replace_from=str(data["replace_from"]) if data.get("replace_from") else None,
             attachments=[str(i) for i in data.get("attachments") or ()],
         )
-        body = {
-            "conversation_id": str(run.conversation_id),
-            "message_id": str(run.user_message_id),
-            "run_id": str(run.id),
-            "status": run.status,
-            **_event_urls(request, str(run.id)),
-        }
-        # ``body`` has RunAcceptedSerializer's shape (the schema's): passing
-        # it through that serializer would only copy it, for 0.2 ms.
-        response = Response(body, status=status.HTTP_202_ACCEPTED)
-        if run.replayed:
-            # A repeat of an earlier request (same Idempotency-Key): its run, not a new one.
-            response["Idempotent-Replayed"] = "true"
-        return response
+        return _accepted(request, run)
+
+    @extend_schema(request=BranchSerializer,
+                   responses={200: BranchResultSerializer, 400: dict, 404: dict, 409: dict},
+                   examples=[schema.BRANCH_REQUEST, schema.BRANCH_RESULT, schema.BRANCH_RUN_ACTIVE,
+                             schema.NOT_FOUND])
+    @action(detail=True, methods=["post"], url_path="branch")
+    def branch(self, request: Request, pk: str | None = None) -> Response:
+        """Make the branch through a message the current one (switch to
+        another version); answers with that branch."""
+        conversation: Conversation = self.get_object()
+        body = BranchSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        leaf = switch_branch(conversation=conversation, message_id=body.validated_data["message_id"])
+        tree = selectors.message_tree_of(conversation)
+        branch = tree.current_branch()
+        return Response({"current_leaf": str(leaf),
+                         "messages": MessageSerializer(branch, many=True, context=message_context(tree, branch)).data})
 
     def perform_destroy(self, instance: Conversation) -> None:
         conversation_delete(conversation=instance)
@@ -219,3 +254,43 @@ class RunViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         inv = decide(run_id=str(run.pk), tool_call_id=tool_call_id, user=request.user,
                      decision=body.validated_data["decision"], reason=body.validated_data["reason"])
         return Response(ApprovalSerializer(inv).data)
+
+
+@extend_schema_view(destroy=extend_schema(responses={204: None, 404: dict, 409: dict},
+                                          examples=[schema.DELETE_RUN_ACTIVE, schema.NOT_FOUND]))
+class MessageViewSet(mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    """One message of the user's: delete it with the branch below it, or
+    answer it again (regenerate)."""
+
+    serializer_class = MessageSerializer
+
+    def get_queryset(self):
+        return Message.objects.filter(conversation__user=self.request.user)
+
+    def get_object(self) -> Message:
+        message = selectors.message_of(self.request.user, self.kwargs["pk"])
+        if message is None:
+            raise Http404(f"No {Message._meta.object_name} matches the given query.")
+        return message
+
+    def perform_destroy(self, instance: Message) -> None:
+        delete_message(message=instance)
+
+    @extend_schema(
+        request=RegenerateSerializer,
+        parameters=[schema.IDEMPOTENCY_KEY],
+        responses={202: RunAcceptedSerializer, 400: dict, 404: dict, 409: dict, 422: dict, 429: dict},
+        examples=[schema.REGENERATE_REQUEST, schema.REGENERATE_ACCEPTED, schema.REGENERATE_RUN_ACTIVE,
+                  schema.NOT_FOUND],
+    )
+    @action(detail=True, methods=["post"], throttle_classes=[MessagePostThrottle])
+    def regenerate(self, request: Request, pk: str | None = None) -> Response:
+        """Answer a user message again (or the question an assistant
+        message answered): a new run, no new message; the new answer is a
+        sibling of the earlier ones."""
+        message = self.get_object()
+        payload = RegenerateSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        run = regenerate(user=request.user, message=message, options=_run_options(payload.validated_data),
+                         idempotency_key=check_idempotency_key(request.headers.get("Idempotency-Key")))
+        return _accepted(request, run)

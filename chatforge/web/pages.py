@@ -14,14 +14,13 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from chatforge.accounts.models import ApiToken
 from chatforge.accounts.secrets import user_secret_names
-from chatforge.api.serializers import ConversationSerializer, MessageSerializer
+from chatforge.api.serializers import ConversationSerializer, MessageSerializer, message_context
 from chatforge.catalog.describe import tool_descriptions
 from chatforge.catalog.models import Assistant
 from chatforge.conversations import selectors
 from chatforge.conversations.models import Conversation, Message, Run
 from chatforge.llm.listing import model_list
 from orchestration.services.approvals import approval_decisions
-from orchestration.services.attachments import attachments_of
 
 # The sidebar lists this many recent conversations; the history this many
 # recent messages (older ones stay readable through the API).
@@ -59,10 +58,11 @@ def chat_page_data(user: AbstractBaseUser, conversation: Conversation | None) ->
         .only("id", "user_message_id", "status")
         .order_by("created_at")
     ]
-    messages = selectors.messages_of(conversation)
+    tree = selectors.message_tree_of(conversation)
+    messages = tree.current_branch()  # the versions the person last chose (decision 0037)
     shown = messages[-HISTORY_MESSAGES:]
     data["conversation"] = ConversationSerializer(conversation).data
-    shown_data = MessageSerializer(shown, many=True, context={"attachments": attachments_of(shown)}).data
+    shown_data = MessageSerializer(shown, many=True, context=message_context(tree, shown)).data
     data["messages"] = _with_approvals(_with_run_errors(shown_data))
     data["older_messages_hidden"] = len(messages) - len(shown)
     answered = {str(m.run_id) for m in messages if m.role == Message.Role.ASSISTANT and m.run_id}
