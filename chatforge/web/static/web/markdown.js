@@ -7,6 +7,12 @@
 // file: links itself; DOMPurify then allows only http(s)/mailto links and
 // removes every style attribute (the page's CSP forbids inline styles, and
 // markdown-it puts table alignment in one) and any event handler.
+//
+// TeX formulas ($…$, \(…\), $$…$$, \[…\]) leave placeholders holding their
+// source as text; renderMarkdown typesets them with KaTeX once the
+// sanitised HTML is in the page (math.js says why it is done that way).
+
+import { mathPlugin, typesetMath } from "./math.js";
 
 const SAFE_URL = /^(?:https?:|mailto:|#)/i;
 
@@ -36,6 +42,7 @@ let md = null;
 function renderer() {
   if (md) return md;
   md = window.markdownit({ html: false, linkify: true, breaks: false, highlight, langPrefix: "hljs language-" });
+  md.use(mathPlugin);
   // Table alignment comes as a style attribute, which the CSP refuses even
   // in markup being sanitised: drop it from the tokens, before any HTML.
   md.core.ruler.push("no_inline_styles", (state) => {
@@ -55,6 +62,9 @@ function renderer() {
   return md;
 }
 
+// The sanitised HTML of ``source``. Formulas in it are placeholders with
+// their TeX as text; put the HTML in the page and call typesetMath on it to
+// typeset them (renderMarkdown does both).
 export function markdownToSafeHtml(source) {
   return window.DOMPurify.sanitize(renderer().render(source || ""), PURIFY).trim();
 }
@@ -67,6 +77,7 @@ export function renderMarkdown(node, source) {
   if (shown.get(node) === source) return;
   shown.set(node, source);
   node.innerHTML = markdownToSafeHtml(source);
+  typesetMath(node);
   for (const pre of node.querySelectorAll("pre")) addCopyButton(pre, () => pre.querySelector("code")?.textContent ?? pre.textContent);
 }
 
@@ -108,3 +119,5 @@ export function addCopyButton(container, text, label = "Copy") {
   container.append(button);
   return button;
 }
+
+export { typesetMath };
