@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
@@ -63,8 +63,72 @@ class ToolTestView(APIView):
         return Response(result)
 
 
+class ModelCapabilities(serializers.Serializer):
+    tools = serializers.BooleanField()
+    streaming = serializers.BooleanField()
+    reasoning = serializers.BooleanField()
+    verbosity = serializers.BooleanField()
+    vision = serializers.BooleanField()
+
+
+class ModelValidationStatus(serializers.Serializer):
+    model = serializers.CharField()
+    tests = serializers.IntegerField()
+    successes = serializers.IntegerField()
+    success_rate = serializers.FloatField()
+    validated = serializers.BooleanField()
+
+
+class ModelEntry(serializers.Serializer):
+    id = serializers.CharField()
+    provider = serializers.CharField(help_text="The provider's name (\"built-in\" for the demo model).")
+    kind = serializers.CharField(help_text="The provider's kind (\"demo\" for the demo model).")
+    capabilities = ModelCapabilities()
+    validation = ModelValidationStatus()
+    available = serializers.BooleanField(help_text="Whether a run of yours with this model can start now.")
+    unavailable_reason = serializers.CharField(
+        allow_null=True, help_text="Why not, and where to add the missing key; null when available.")
+
+
+class ModelListResponse(serializers.Serializer):
+    default = serializers.CharField(help_text="The model a run uses when it names none.")
+    default_available = serializers.BooleanField()
+    default_unavailable_reason = serializers.CharField(allow_null=True)
+    unavailable_providers = serializers.ListField(
+        child=serializers.CharField(), help_text="Providers with a model you cannot use now (no key for you).")
+    models = ModelEntry(many=True)
+
+
+MODEL_LIST_EXAMPLE = OpenApiExample(
+    "Models",
+    value={
+        "default": "demo", "default_available": True, "default_unavailable_reason": None,
+        "unavailable_providers": ["anthropic"],
+        "models": [
+            {"id": "demo", "provider": "built-in", "kind": "demo",
+             "capabilities": {"tools": True, "streaming": True, "reasoning": False, "verbosity": False,
+                              "vision": False},
+             "validation": {"model": "demo", "tests": 0, "successes": 0, "success_rate": 0.0, "validated": False},
+             "available": True, "unavailable_reason": None},
+            {"id": "claude-sonnet", "provider": "anthropic", "kind": "anthropic",
+             "capabilities": {"tools": True, "streaming": True, "reasoning": True, "verbosity": False,
+                              "vision": True},
+             "validation": {"model": "claude-sonnet", "tests": 0, "successes": 0, "success_rate": 0.0,
+                            "validated": False},
+             "available": False,
+             "unavailable_reason": "No API key for model 'claude-sonnet' of provider 'anthropic': add your own key "
+                                   "as 'anthropic_api_key' on the Settings page (Your API keys and secrets), or ask "
+                                   "an admin to set the provider's key."},
+        ],
+    },
+    response_only=True,
+)
+
+
 class ModelListView(APIView):
-    @extend_schema(responses=dict, examples=[schema.MODEL_LIST])
+    @extend_schema(responses=ModelListResponse, examples=[MODEL_LIST_EXAMPLE])
     def get(self, request: Request) -> Response:
-        """Configured models with capabilities and tool-calling validation status."""
-        return Response(model_list())
+        """Configured models with capabilities, tool-calling validation status, and whether you can use each
+        now (a model whose provider needs a key that neither the server nor you have is listed as unavailable,
+        with the reason)."""
+        return Response(model_list(user=request.user))

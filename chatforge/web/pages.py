@@ -39,7 +39,7 @@ def chat_page_data(user: AbstractBaseUser, conversation: Conversation | None) ->
     recent = selectors.conversations_of(user, source=Conversation.Source.CHAT)[:SIDEBAR_CONVERSATIONS]
     data: dict[str, Any] = {
         "conversations": ConversationSerializer(recent, many=True).data,
-        "models": model_list(),
+        "models": model_list(user=user),  # what this person can use, and why not
         "tools": [{"name": t["name"], "description": t["description"], "kind": t["kind"]} for t in tool_descriptions()],
         "assistants": assistant_choices(),
         "conversation": None,
