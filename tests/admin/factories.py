@@ -61,7 +61,7 @@ def make_traced_run(user: Any, *, title: str = "Maths and time") -> Run:
         provider_ms=400, deliveries=1, started_at=now - timedelta(seconds=1), finished_at=now,
     )
     Message.objects.create(
-        conversation=conversation, run=run, role="assistant", content="6*7 is 42. Hi!", model="demo",
+        conversation=conversation, run=run, role="assistant", content="6*7 is 42. Hi!", model="demo", parent=question,
         tool_rounds=[{"assistant_response": "Let me work that out.", "tool_calls": [], "results": []}],
     )
     run.refresh_from_db()

@@ -87,8 +87,8 @@ def test_a_stored_response_that_is_gone_falls_back_to_the_full_history(model_env
     fake_llm.add_script("resp-upstream-2", lambda body: Reply(text="Fresh answer."))
     user = model_env
     conversation = Conversation.objects.create(user=user)
-    Message.objects.create(conversation=conversation, role="user", content="earlier question")
-    Message.objects.create(conversation=conversation, role="assistant", content="earlier answer",
+    question = Message.objects.create(conversation=conversation, role="user", content="earlier question")
+    Message.objects.create(conversation=conversation, role="assistant", content="earlier answer", parent=question,
                            model="resp-model-2", response_id="resp_expired_long_ago")
     run = run_start(user=user, conversation=conversation, content="new question", options=RunOptions(model="resp-model-2"))
 

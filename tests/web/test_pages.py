@@ -56,9 +56,9 @@ def test_chat_page_hands_over_history_active_runs_and_pickers(client_in, user):
     first = Message.objects.create(conversation=conversation, role="user", content="6*7?")
     done = Run.objects.create(conversation=conversation, user=user, user_message=first, model="demo", status="failed",
                               error="The model provider failed: 500")
-    Message.objects.create(conversation=conversation, run=done, role="assistant", content="", status="error",
-                           tool_rounds=[])
-    second = Message.objects.create(conversation=conversation, role="user", content="and 2+2?")
+    failed = Message.objects.create(conversation=conversation, run=done, role="assistant", content="",
+                                    status="error", tool_rounds=[], parent=first)
+    second = Message.objects.create(conversation=conversation, role="user", content="and 2+2?", parent=failed)
     live = Run.objects.create(conversation=conversation, user=user, user_message=second, model="demo", status="running")
 
     response = client_in.get(f"/c/{conversation.id}/")
@@ -85,7 +85,8 @@ def test_chat_page_hands_over_the_decisions_on_approved_and_denied_calls(client_
     ToolInvocation.objects.create(run=run, tool_call_id="call_2", iteration=0, name="send_note", status="error",
                                   approval_decision="deny", approval_reason="No decision within 600 seconds.")
     ToolInvocation.objects.create(run=run, tool_call_id="call_3", iteration=0, name="echo", status="success")
-    Message.objects.create(conversation=conversation, run=run, role="assistant", content="Not sent.", tool_rounds=[
+    Message.objects.create(conversation=conversation, run=run, role="assistant", content="Not sent.", parent=question,
+                           tool_rounds=[
         {"iteration": 0, "assistant_response": "", "tool_calls": [call, {**call, "id": "call_2"},
                                                                    {**call, "id": "call_3", "name": "echo"}],
          "results": []}])
