@@ -42,6 +42,8 @@ $$ \frac{1}{2} $$ and \(y\)
 ```
 
 Escaped: \$3 for one.
+
+A price, then a formula: **$6.75**, from $\frac{15}{100} \times 45$.
 """
 
 
@@ -77,6 +79,9 @@ def test_each_delimiter_renders_and_code_and_prices_stay_text(page: Page, stack,
     expect(text.locator("pre code")).to_contain_text(r"$$ \frac{1}{2} $$ and \(y\)")
     assert text.locator("code .math-tex, pre .math-tex").count() == 0
     expect(paragraphs.nth(4)).to_have_text("Escaped: $3 for one.")
+    price_then_formula = paragraphs.nth(5)
+    expect(price_then_formula.locator("strong")).to_have_text("$6.75")
+    expect(price_then_formula.locator(".katex annotation")).to_have_text(r"\frac{15}{100} \times 45")
 
     assert text.locator(".katex-error").count() == 0
     # KaTeX's fonts came from our origin, and its styles reached the page.

@@ -6,9 +6,9 @@
 // their own they make a block; inside a paragraph they are typeset as
 // display too). Code spans and code blocks are markdown-it's before this
 // plugin sees them, so TeX in code stays code. Dollars follow the usual rule
-// (pandoc's), so prices stay text: an opening $ has no space after it, a
-// closing $ has no space before it and no digit after it ("costs $5 and
-// $10" has no formula). A formula that is not closed yet, as while an answer
+// (pandoc's), so prices stay text: an opening $ has no space after it, the
+// next $ closes it only with no space before it and no digit after it
+// ("costs $5 and $10" has no formula, "$5, so $x$" has one: x). A formula that is not closed yet, as while an answer
 // streams in, is plain text until its closing delimiter arrives.
 //
 // Why placeholders: KaTeX's renderToString puts style="" attributes in its
@@ -54,7 +54,7 @@ function isDigit(code) {
 // escapes (\$ is a dollar inside TeX, not the end of the formula); -1 when
 // it does not.
 function findClose(src, from, close, max) {
-  for (let pos = from; pos < max; pos++) {
+  for (let pos = from; pos + close.length <= max; pos++) {
     const ch = src.charCodeAt(pos);
     if (ch === 0x5c /* \ */) {
       if (src.startsWith(close, pos)) return pos;
@@ -112,18 +112,15 @@ function mathInline(state, silent) {
 
   // $…$: no space after the opening dollar…
   if (start + 1 >= max || isSpace(src.charCodeAt(start + 1))) return false;
-  // …and a closing dollar with no space before it and no digit after it.
-  let search = start + 1;
-  for (;;) {
-    const end = findClose(src, search, "$", max);
-    if (end < 0) return false;
-    if (!isSpace(src.charCodeAt(end - 1)) && !isDigit(src.charCodeAt(end + 1))) {
-      if (!silent) pushMath(state, src.slice(start + 1, end), false, "$");
-      state.pos = end + 1;
-      return true;
-    }
-    search = end + 1;
-  }
+  // …and the next dollar closes it if it has no space before it and no
+  // digit after it. If the next dollar does not qualify, this one opens no
+  // formula: looking further would make "$6.75, from $\frac{a}{b}$" one
+  // formula from the price to the fraction's end.
+  const end = findClose(src, start + 1, "$", max);
+  if (end < 0 || isSpace(src.charCodeAt(end - 1)) || isDigit(src.charCodeAt(end + 1))) return false;
+  if (!silent) pushMath(state, src.slice(start + 1, end), false, "$");
+  state.pos = end + 1;
+  return true;
 }
 
 // Block rule: a line starting with $$ or \[ opens a display formula that
