@@ -225,8 +225,8 @@ def test_attach_paste_drop_remove_send_and_reload(page: Page, stack, browser_use
 
 
 def test_editing_a_message_keeps_its_files(page: Page, stack, browser_user):
-    """Edit sends the question's files again: the message that replaces it
-    carries them, and the model gets them."""
+    """Edit sends the question's files again: the new version of the
+    message carries them, and the model gets them."""
     user = browser_user("eve")
     open_chat(page, stack, "eve", model="demo")
     choose(page, "notes.txt", "text/plain", NOTES)

@@ -46,26 +46,27 @@ def test_edit_a_question_then_regenerate_the_answer(page: Page, log_in, browser_
     expect(ask(page, model, "second question").locator(".round-text")).to_have_text("Answer to: second question")
     expect(page.locator("article.user time").first).to_be_visible()  # timestamps
 
-    # Edit the first question: it and everything after it are replaced.
+    # Edit the first question: a new version of it, whose branch the page shows.
     page.locator("article.user").first.locator(".edit-message").click()
     page.locator(".edit-box textarea").fill("first question, edited")
-    with page.expect_navigation():  # accepted, the page reloads and resumes the new run
-        page.locator(".edit-box .save-edit").click()
-    expect(last_reply(page)).to_have_attribute("data-status", "completed")
+    page.locator(".edit-box .save-edit").click()
     expect(page.locator("article.user .round-text")).to_have_text(["first question, edited"])
     expect(last_reply(page).locator(".round-text")).to_have_text("Answer to: first question, edited")
+    expect(last_reply(page)).to_have_attribute("data-status", "completed")
 
-    # Regenerate the last answer: same question, a new run.
+    # Regenerate the last answer: same question, a new run, a second version of the answer.
     page.reload()
-    first_answer = Message.objects.get(conversation__user=user, role="assistant")
-    with page.expect_navigation():
-        last_reply(page).locator(".regenerate").click()
+    first_answer = Message.objects.get(conversation__user=user, content="Answer to: first question, edited")
+    last_reply(page).locator(".regenerate").click()
+    expect(last_reply(page).locator(".version-count")).to_have_text("2 / 2")
     expect(last_reply(page)).to_have_attribute("data-status", "completed")
     expect(page.locator("article.user .round-text")).to_have_text(["first question, edited"])
     conversation = Conversation.objects.get(user=user)
-    assert [m.content for m in conversation.messages.order_by("created_at")] == [
-        "first question, edited", "Answer to: first question, edited"]
-    assert not Message.objects.filter(pk=first_answer.pk).exists()  # a new answer, not the old one
+    # Nothing is deleted: both questions' first versions and every answer stay.
+    assert sorted(m.content for m in conversation.messages.all()) == sorted([
+        "first question", "Answer to: first question", "second question", "Answer to: second question",
+        "first question, edited", "Answer to: first question, edited", "Answer to: first question, edited"])
+    expect(last_reply(page)).not_to_have_attribute("data-message-id", str(first_answer.id))  # a new answer
 
 
 def test_an_answer_finished_live_has_its_time_and_regenerate(page: Page, log_in, browser_user, fake_model):
@@ -87,15 +88,18 @@ def test_an_answer_finished_live_has_its_time_and_regenerate(page: Page, log_in,
     old_answer = Message.objects.get(conversation__user=user, content="Answer to: second question")
     expect(second).to_have_attribute("data-message-id", str(old_answer.id))
 
-    with page.expect_navigation():  # accepted, the page reloads and follows the new run
-        second.locator(".regenerate").click()
+    second.locator(".regenerate").click()  # the new answer streams in its place
+    expect(second.locator(".version-count")).to_have_text("2 / 2")
     expect(answers).to_have_count(2)
-    expect(last_reply(page)).to_have_attribute("data-status", "completed")
-    expect(last_reply(page).locator(".round-text")).to_have_text("Answer to: second question")
+    expect(second).to_have_attribute("data-status", "completed")
+    expect(second.locator(".round-text")).to_have_text("Answer to: second question")
+    expect(second.locator(".msg-header time")).to_be_visible()
+    expect(second.locator(".regenerate")).to_be_visible()
     conversation = Conversation.objects.get(user=user)
     assert [m.content for m in conversation.messages.order_by("created_at")] == [
-        "first question", "Answer to: first question", "second question", "Answer to: second question"]
-    assert not Message.objects.filter(pk=old_answer.pk).exists()  # a new answer, not the old one
+        "first question", "Answer to: first question", "second question", "Answer to: second question",
+        "Answer to: second question"]
+    expect(second).not_to_have_attribute("data-message-id", str(old_answer.id))  # a new answer, beside the old one
 
 
 def test_search_rename_and_delete_conversations(page: Page, log_in, browser_user, fake_model):
@@ -112,6 +116,7 @@ def test_search_rename_and_delete_conversations(page: Page, log_in, browser_user
     page.fill("#conversation-search", "")
     expect(page.locator("#conversation-list .conversation")).to_have_count(2)
 
+    page.click("#conversation-menu-button")  # Rename and Delete are in the title bar's menu
     page.click("#rename-conversation")
     page.fill("#conversation-title-input", "Pasta night")
     page.keyboard.press("Enter")
@@ -120,6 +125,7 @@ def test_search_rename_and_delete_conversations(page: Page, log_in, browser_user
     assert Conversation.objects.filter(user=user, title="Pasta night").exists()
 
     page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#conversation-menu-button")
     page.click("#delete-conversation")
     expect(page).to_have_url(re.compile(r"/$"))
     expect(page.locator("#conversation-list .conversation")).to_have_count(1)

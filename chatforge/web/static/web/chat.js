@@ -8,10 +8,18 @@
 
 import { api, pageData } from "./api.js";
 import { ComposerFiles, storedFilesList } from "./attachments.js";
-import { applyEvent, newRunState, stateFromMessage, TERMINAL } from "./run_state.js";
-import { setUpDelete, setUpDrawer, setUpRename, setUpSearch, showConversationButtons } from "./conversations.js";
-import { addRegenerateButton, addTimestamp, addUserMessageActions, postReplacing } from "./message_actions.js";
+import { applyEvent, applyRunInfo, newRunState, stateFromMessage, TERMINAL } from "./run_state.js";
+import { setUpConversationState, setUpExport, setUpMenu } from "./conversation_menu.js";
+import {
+  ConversationList, setUpArchivedToggle, setUpDelete, setUpDrawer, setUpRename, setUpSearch, setUpSearchShortcut,
+  showConversationButtons,
+} from "./conversations.js";
+import {
+  addDeleteVersionButton, addRegenerateButton, addTimestamp, addUserMessageActions, allowVersionSwitching, PENDING,
+  showVersions,
+} from "./message_actions.js";
 import { createRunArticle, renderRun } from "./run_render.js";
+import { setUpShareDialog } from "./share_dialog.js";
 
 const page = pageData();
 const historyEl = document.getElementById("history");
@@ -73,9 +81,9 @@ function runOptions() {
 
 // ---------------------------------------------------------------- history
 
-const sendReplacing = () => postReplacing(conversationId, runOptions);
-// The question each user article shows ({id, content}), for Regenerate.
-const questions = new WeakMap();
+// The message each article shows ({id, content, parent_id, sibling_ids, …}):
+// what Edit, Regenerate and the versions control work from.
+const shownMessages = new WeakMap();
 
 function userArticle(message) {
   const article = document.createElement("article");
@@ -93,8 +101,11 @@ function userArticle(message) {
   article.append(header, text);
   if (message.attachments && message.attachments.length) article.append(storedFilesList(message.attachments, "message-files"));
   addTimestamp(article, message.created_at || new Date().toISOString());
-  if (message.id && conversationId) addUserMessageActions(article, message, sendReplacing());
-  questions.set(article, message);
+  if (message.id && conversationId) {
+    addUserMessageActions(article, message, (content, attachments) => editMessage(article, message, content, attachments));
+  }
+  shownMessages.set(article, message);
+  drawVersions(article, message);
   return article;
 }
 
@@ -105,7 +116,142 @@ function storedAssistantArticle(message) {
   article.dataset.messageId = message.id;
   renderRun(article, state);
   addTimestamp(article, message.created_at);
+  shownMessages.set(article, message);
+  drawVersions(article, message);
   return article;
+}
+
+// ---------------------------------------------------------------- versions
+
+// A message's versions (docs/web.md, "Versions"): the ids of the messages
+// with its parent and role, itself included (``sibling_ids``).
+function versionsOf(message) {
+  const ids = message.sibling_ids && message.sibling_ids.length ? message.sibling_ids : [message.id];
+  return ids.filter(Boolean);
+}
+
+function drawVersions(article, message) {
+  const ids = versionsOf(message);
+  const index = Math.max(0, ids.indexOf(message.id || PENDING));
+  showVersions(article, { ids, index, onSwitch: (id) => switchVersion(article, id, ids.indexOf(id) < index) });
+  if (ids.length > 1 && message.id && conversationId) addDeleteVersionButton(article, () => deleteVersion(message));
+}
+
+function runActive() {
+  return [...liveRuns.values()].some((live) => !TERMINAL.has(live.state.status));
+}
+
+// The article and everything after it leave the page: the branch from
+// there on is being replaced by another version.
+function removeFrom(article) {
+  let node = article;
+  while (node) {
+    const next = node.nextElementSibling;
+    if (node.tagName === "ARTICLE") node.remove();
+    node = next;
+  }
+  for (const [runId, live] of liveRuns) if (!live.article.isConnected) liveRuns.delete(runId);
+}
+
+// The history drawn again from the server's current branch (``messages``,
+// the shape of GET …/messages/), e.g. after switching versions.
+function drawMessages(messages) {
+  historyEl.querySelectorAll(":scope > article, :scope > .older-note").forEach((node) => node.remove());
+  for (const [runId, live] of liveRuns) if (TERMINAL.has(live.state.status)) liveRuns.delete(runId);
+  for (const message of messages) {
+    historyEl.append(message.role === "user" ? userArticle(message) : storedAssistantArticle(message));
+  }
+  document.getElementById("empty-state").hidden = messages.length > 0;
+  offerRegenerate();
+}
+
+// ‹ or ›: the server makes that version's branch the current one (it is
+// kept there, so a reload shows it too) and answers with the branch. The
+// chosen message stays where the reader's eyes were, and keeps the focus.
+async function switchVersion(article, messageId, backwards) {
+  if (runActive()) return;
+  showError("");
+  const top = article.getBoundingClientRect().top;
+  allowVersionSwitching(historyEl, false);
+  try {
+    const branch = await api("POST", `/api/conversations/${conversationId}/branch/`, { message_id: messageId });
+    allowVersionSwitching(historyEl, !runActive());
+    drawMessages(branch.messages);
+    const shown = historyEl.querySelector(`:scope > article[data-message-id="${CSS.escape(messageId)}"]`);
+    if (shown) {
+      historyEl.scrollTop += shown.getBoundingClientRect().top - top;
+      const wanted = shown.querySelector(backwards ? ".version-previous" : ".version-next");
+      (wanted && !wanted.disabled ? wanted : shown.querySelector(".versions button:not(:disabled)"))?.focus();
+    }
+    following = atEnd();
+    jumpButton.hidden = following;
+  } catch (error) {
+    showError(error.message);
+  } finally {
+    allowVersionSwitching(historyEl, !runActive());
+  }
+}
+
+// "Delete this version": that message and everything under it go; the page
+// is drawn again from the server (whose current branch then moves to
+// another version).
+async function deleteVersion(message) {
+  try {
+    await api("DELETE", `/api/messages/${message.id}/`);
+  } catch (error) {
+    showError(error.message);
+    return;
+  }
+  window.location.reload();
+}
+
+// The message before ``article`` on the page (its parent on the branch).
+function previousMessageId(article) {
+  const before = article.previousElementSibling;
+  return before && before.tagName === "ARTICLE" ? before.dataset.messageId || null : null;
+}
+
+// Edit: the new text goes in as a sibling of the question (same parent),
+// and the page shows its branch: the new question, then its answer as it
+// streams. Refused while a run is active (the server's message is shown).
+async function editMessage(article, message, content, attachments) {
+  const parentId = message.parent_id !== undefined ? message.parent_id : previousMessageId(article);
+  const body = { ...runOptions(), on_active: "reject", content, parent_id: parentId };
+  if (attachments.length) body.attachments = attachments;
+  const accepted = await api("POST", `/api/conversations/${conversationId}/messages/`, body);
+  const versions = [...versionsOf(message), accepted.message_id];
+  removeFrom(article);
+  historyEl.append(userArticle({
+    id: accepted.message_id, content, attachments: message.attachments || [], parent_id: parentId,
+    sibling_ids: versions, created_at: new Date().toISOString(),
+  }));
+  startRun(accepted, [PENDING]);
+}
+
+// Regenerate: a new answer to the same question, a sibling of this one;
+// it shows as the last version while it streams in.
+async function regenerateAnswer(answer, question) {
+  const target = answer.dataset.messageId || question.id;
+  let accepted;
+  try {
+    accepted = await api("POST", `/api/messages/${target}/regenerate/`, runOptions());
+  } catch (error) {
+    if (!answer.isConnected) showError(error.message);  // drawn away meanwhile: say it below
+    throw error;
+  }
+  const shown = shownMessages.get(answer);
+  const versions = shown ? versionsOf(shown) : answer.dataset.messageId ? [answer.dataset.messageId] : [];
+  removeFrom(answer);
+  startRun(accepted, [...versions, PENDING]);
+}
+
+// Versions of a live answer: the ids so far, PENDING for its own until the
+// run has stored it.
+function drawLiveVersions(live) {
+  const ids = live.versions.map((id) => (id === PENDING && live.state.messageId ? live.state.messageId : id));
+  const message = { id: live.state.messageId || "", sibling_ids: ids };
+  drawVersions(live.article, message);
+  shownMessages.set(live.article, message);
 }
 
 // "Regenerate" on the last answer, when nothing is running: it sends the
@@ -118,8 +264,8 @@ function offerRegenerate() {
   const articles = [...historyEl.querySelectorAll(":scope > article")];
   const answer = articles.pop();
   if (!answer || !answer.classList.contains("assistant")) return;
-  const question = questions.get(articles.reverse().find((a) => a.classList.contains("user")));
-  if (question && question.id) addRegenerateButton(answer, question, sendReplacing());
+  const question = shownMessages.get(articles.reverse().find((a) => a.classList.contains("user")));
+  if (question && question.id) addRegenerateButton(answer, () => regenerateAnswer(answer, question));
 }
 
 // A live run has ended: its reply gets what a reloaded page draws for a
@@ -128,6 +274,7 @@ function finishRun(live) {
   const { article, state } = live;
   if (state.messageId) article.dataset.messageId = state.messageId;
   addTimestamp(article, state.endedAt || new Date().toISOString());
+  drawLiveVersions(live);
   offerRegenerate();
 }
 
@@ -164,7 +311,7 @@ jumpButton.addEventListener("click", jumpToLatest);
 function renderHistory() {
   if (page.older_messages_hidden) {
     const note = document.createElement("p");
-    note.className = "muted center";
+    note.className = "muted center older-note";
     note.textContent = `${page.older_messages_hidden} older messages are not shown.`;
     historyEl.append(note);
   }
@@ -214,9 +361,10 @@ function scheduleRender() {
 }
 
 function updateStopButton() {
-  const running = [...liveRuns.values()].some((l) => !TERMINAL.has(l.state.status));
+  const running = runActive();
   stopButton.hidden = !running;
   stopButton.disabled = !running;
+  allowVersionSwitching(historyEl, !running);
 }
 
 function connect(live) {
@@ -250,26 +398,61 @@ function connect(live) {
   };
 }
 
-function follow(runId, article, status = "queued") {
+// ``versions``: the answer's versions so far (drawLiveVersions); ``model``:
+// the model the page asked for, shown until the run says which answers.
+function follow(runId, article, status = "queued", { versions = [PENDING], model = "" } = {}) {
   const state = savedState(runId) || newRunState(runId, status);
   const live = {
     state, article, socket: null, attempts: 0, connection: "connecting", dirty: true, stopped: false, finished: false,
+    versions,
   };
   liveRuns.set(runId, live);
   offerRegenerate();  // nothing is regenerated while a run is live
+  if (!state.model) state.model = model;
   renderRun(article, state);
+  drawLiveVersions(live);
+  updateStopButton();
   connect(live);
+  learnAnswerer(live);
   scheduleRender();
   return live;
+}
+
+// The model (an assistant profile or the server may choose it) and the
+// assistant profile of a live run: no event carries them, the run does.
+async function learnAnswerer(live) {
+  try {
+    applyRunInfo(live.state, await api("GET", `/api/runs/${live.state.runId}/`));
+  } catch {
+    return;  // the header keeps what the page asked for; the stored answer says it once done
+  }
+  live.dirty = true;
+  scheduleRender();
+}
+
+// A new run for a message the server accepted: its answer goes at the end.
+function startRun(accepted, versions) {
+  const article = createRunArticle(accepted.run_id);
+  historyEl.append(article);
+  follow(accepted.run_id, article, accepted.status, { versions, model: modelSelect.value });
+  jumpToLatest();
 }
 
 function resumeActiveRuns() {
   for (const run of page.active_runs) {
     const article = createRunArticle(run.id);
     const userMessage = historyEl.querySelector(`article.user[data-message-id="${run.user_message_id}"]`);
+    let versions = [PENDING];
+    // A regenerated answer still streaming: the branch may show the answer it
+    // replaces after the question; that one becomes an earlier version.
+    const older = userMessage && userMessage.nextElementSibling;
+    if (older && older.matches("article.assistant") && older.dataset.runId !== run.id && shownMessages.get(older)) {
+      versions = [...versionsOf(shownMessages.get(older)), PENDING];
+      removeFrom(older);
+    }
     if (userMessage) userMessage.after(article);
     else historyEl.append(article);
-    follow(run.id, article, run.status);
+    follow(run.id, article, run.status, { versions });
   }
 }
 
@@ -281,18 +464,7 @@ function showError(text) {
 }
 
 function addToSidebar(conversation) {
-  const list = document.getElementById("conversation-list");
-  const link = document.createElement("a");
-  link.href = `/c/${conversation.id}/`;
-  link.className = "conversation current";
-  link.dataset.conversationId = conversation.id;
-  const title = document.createElement("span");
-  title.className = "title";
-  title.textContent = conversation.title || "Untitled";
-  link.append(title);
-  list.querySelectorAll(".current").forEach((c) => c.classList.remove("current"));
-  list.prepend(link);
-  document.getElementById("no-conversations")?.remove();
+  conversationList.add(conversation);
 }
 
 // Send waits for the uploads: a message names only files the server has.
@@ -340,10 +512,7 @@ async function send(event) {
     files.clear();
     document.getElementById("empty-state").hidden = true;
     historyEl.append(userArticle({ id: accepted.message_id, content, attachments: attached }));
-    const article = createRunArticle(accepted.run_id);
-    historyEl.append(article);
-    follow(accepted.run_id, article, accepted.status);
-    jumpToLatest();
+    startRun(accepted, [PENDING]);
   } catch (error) {
     // Refused for one of its files (unreadable, or taken): that chip says why.
     const refusedFile = error.details && error.details.field === "attachments" && error.details.file_id;
@@ -406,10 +575,19 @@ window.addEventListener("pagehide", () => {
 });
 
 const currentConversation = () => conversationId;
-setUpSearch(currentConversation);
-setUpRename(currentConversation, showError);
+// The sidebar's list and the title bar's menu (conversations.js, conversation_menu.js, share_dialog.js).
+let conversationChanged = () => {};
+const conversationList = new ConversationList({ currentId: currentConversation, onChange: (c) => conversationChanged(c) });
+conversationChanged = setUpConversationState({ currentId: currentConversation, conversation: page.conversation,
+                                               list: conversationList, onError: showError });
+setUpSearch(conversationList);
+setUpArchivedToggle(conversationList);
+setUpSearchShortcut(setUpDrawer());
+setUpMenu(document.getElementById("conversation-menu-button"), document.getElementById("conversation-menu"));
+setUpRename(currentConversation, showError, conversationList);
 setUpDelete(currentConversation, showError);
-setUpDrawer();
+setUpExport(currentConversation);
+setUpShareDialog(currentConversation);
 restorePrefs();
 forgetEndedRuns();
 renderHistory();

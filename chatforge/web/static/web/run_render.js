@@ -42,7 +42,14 @@ export function createRunArticle(runId) {
   const article = el("article", "msg assistant");
   article.dataset.runId = runId || "";
   const header = el("div", "msg-header");
-  header.append(el("span", "who", "Assistant"), el("span", "badge run-status"), el("span", "notice"));
+  // Who answered: the assistant profile (when the run used one) and the model.
+  const profile = el("span", "answer-assistant");
+  profile.title = "Assistant profile";
+  profile.hidden = true;
+  const model = el("span", "answer-model mono");
+  model.title = "Model";
+  model.hidden = true;
+  header.append(el("span", "who", "Assistant"), profile, model, el("span", "badge run-status"), el("span", "notice"));
   article.append(header, el("div", "rounds"), el("p", "run-outcome"));
   return article;
 }
@@ -216,6 +223,15 @@ function addMessageCopyButton(article, state) {
   button.setAttribute("aria-label", "Copy this answer");
 }
 
+function renderAnswerer(article, state) {
+  const profile = article.querySelector(".answer-assistant");
+  setText(profile, state.assistant || "");
+  profile.hidden = !state.assistant;
+  const model = article.querySelector(".answer-model");
+  setText(model, state.model || "");
+  model.hidden = !state.model;
+}
+
 // Draws ``state``; ``connection`` is "", "connecting" or "reconnecting".
 export function renderRun(article, state, connection = "") {
   const live = !TERMINAL.has(state.status);
@@ -225,6 +241,7 @@ export function renderRun(article, state, connection = "") {
   badge.dataset.status = state.status;
   const notice = connection === "reconnecting" ? "Connection lost; reconnecting…" : state.notice;
   setText(article.querySelector(".notice"), live ? notice : "");
+  renderAnswerer(article, state);
   const rounds = article.querySelector(".rounds");
   const kept = new Set();
   for (const round of state.rounds) kept.add(roundElement(rounds, round, live));

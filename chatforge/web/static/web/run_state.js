@@ -7,6 +7,7 @@
 //   runId, lastSeq, status: queued|running|completed|failed|cancelled,
 //   error, notice, finishReason, maxIterationsReached,
 //   messageId, endedAt,               // the stored answer and when the run ended
+//   model, assistant,                 // the model that answers, the assistant profile's name or ""
 //   iteration,                        // the model turn streaming now
 //   rounds: [{iteration, text, reasoning,
 //             tools: [{id, name, arguments, status, output, ms, attempts, lastError,
@@ -26,6 +27,7 @@ export function newRunState(runId, status = "queued") {
   return {
     runId, lastSeq: 0, status, error: "", notice: "", finishReason: "",
     maxIterationsReached: false, messageId: "", endedAt: "", iteration: 0, rounds: [],
+    model: "", assistant: "",
   };
 }
 
@@ -135,6 +137,8 @@ export function stateFromMessage(message) {
   applyApprovals(state, message.approvals);
   state.messageId = message.id || "";
   state.endedAt = message.created_at || "";
+  state.model = message.model || "";
+  state.assistant = message.assistant || "";
   const last = state.rounds.length ? state.rounds[state.rounds.length - 1].iteration : -1;
   if (message.content) roundFor(state, last + 1).text = message.content;
   state.finishReason = message.finish_reason || "";
@@ -269,6 +273,9 @@ function applySnapshot(state, d, ts) {
     state.finishReason = stored.finishReason;
     state.messageId = stored.messageId;
     state.endedAt = ts || new Date().toISOString();
+    // The stored answer says which model answered; keep what the run said otherwise.
+    state.model = stored.model || state.model;
+    state.assistant = stored.assistant || state.assistant;
     applyApprovals(state, decided);
     return;
   }
@@ -278,6 +285,13 @@ function applySnapshot(state, d, ts) {
   if (keep && !state.rounds.some((r) => r.iteration === d.iteration)) {
     Object.assign(roundFor(state, d.iteration), keep);
   }
+}
+
+// Who answers a run (GET /api/runs/{id}/: its ``model`` and
+// ``options.assistant``); no event carries them.
+export function applyRunInfo(state, run) {
+  state.model = run.model || state.model;
+  state.assistant = (run.options && run.options.assistant) || state.assistant;
 }
 
 // The reply's whole text (every round's), as a reader sees it.
