@@ -30,6 +30,7 @@ from django.db.models import (
     QuerySet,
     Subquery,
 )
+from django.db.models.fields.json import KT, KeyTextTransform
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -150,8 +151,12 @@ class ConversationAdmin(TraceAdmin):
         # admin's own lookup answers it as a conversation that does not exist.
         if self.get_object(request, unquote(object_id)) is None:
             return super().change_view(request, object_id, form_url, extra_context)
-        messages = Message.objects.filter(conversation_id=object_id).order_by("-created_at", "-id")
-        runs = Run.objects.filter(conversation_id=object_id).order_by("-created_at")
+        # Who answered: each answer's model, and the assistant profile its
+        # run used (``Run.options["assistant"]``), read with the rows.
+        messages = (Message.objects.filter(conversation_id=object_id).order_by("-created_at", "-id")
+                    .annotate(run_assistant=KeyTextTransform("assistant", "run__options")))
+        runs = (Run.objects.filter(conversation_id=object_id).order_by("-created_at")
+                .annotate(assistant_name=KT("options__assistant")))
         message_rows = list(messages[: CONVERSATION_PAGE_ROWS + 1])
         run_rows = list(runs[: CONVERSATION_PAGE_ROWS + 1])
         extra_context = {

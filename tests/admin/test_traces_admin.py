@@ -63,6 +63,23 @@ def test_the_conversation_page_lists_messages_and_runs_with_links(admin_client):
     assert f"/admin/conversations/run/{run.pk}/change/" in page.split('id="conversation-runs"')[1]
 
 
+def test_the_conversation_page_says_the_model_and_assistant_of_each_answer_and_run(admin_client):
+    run = make_traced_run(make_user("alice"))
+    Run.objects.filter(pk=run.pk).update(options={**run.options, "assistant": "Tutor"}, model="tutor-model")
+    Message.objects.filter(run=run).update(model="tutor-model")
+
+    page = text(admin_client.get(f"/admin/conversations/conversation/{run.conversation_id}/change/"))
+
+    messages = page.split('id="conversation-messages"')[1].split('id="conversation-runs"')[0]
+    answer_row = next(row for row in messages.split("<tr>") if "6*7 is 42. Hi!" in row)
+    assert "<th>assistant</th>" in messages
+    assert "<td>tutor-model</td>" in answer_row and "<td>Tutor</td>" in answer_row
+    question_row = next(row for row in messages.split("<tr>") if "What is 6*7?" in row)
+    assert "Tutor" not in question_row
+    runs = page.split('id="conversation-runs"')[1]
+    assert "<th>assistant</th>" in runs and "<td>tutor-model</td>" in runs and "<td>Tutor</td>" in runs
+
+
 def test_traces_cannot_be_added_or_changed(admin_client):
     run = make_traced_run(make_user("alice"))
     assert admin_client.get("/admin/conversations/run/add/").status_code == 403
