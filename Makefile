@@ -11,7 +11,7 @@ PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint-imports install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay bench-file-upload bench-file-reading bench-attachments bench-sandbox lock worker-llm worker-tools worker-tools-io worker-sandbox beat chat interop-openwebui
+.PHONY: run test test-durations lint-imports install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay bench-file-upload bench-file-reading bench-attachments bench-sandbox lock worker-llm worker-tools worker-tools-io worker-sandbox beat chat interop-openwebui
 
 $(RUNTIME_STAMP): requirements.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -72,7 +72,13 @@ TEST_PROCESSES ?= 3
 ## Run the whole test suite (needs local Postgres, Redis and Debian's Chromium;
 ## starts the services if stopped, installs what is missing when it may)
 test: install-dev services browser sandbox lint-imports
-	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+
+## Measure every test file's time and record it in tests/file_durations.json,
+## which orders the files longest first (tests/support/file_order.py)
+test-durations: install-dev services browser sandbox
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder --junitxml=.test-durations.xml $(PYTEST_ARGS); \
+	status=$$?; $(PY) -m tests.support.file_order .test-durations.xml && rm -f .test-durations.xml; exit $$status
 
 ## The layers of docs/architecture.md: faces -> engine -> domain -> platform ->
 ## tools (contract in pyproject.toml; make test runs it first)

@@ -12,6 +12,7 @@ import redis
 from django.conf import settings
 
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.file_order import longest_files_first, recorded_durations
 from tests.support.mcp_server import MCP_SERVER_HOST_PORT
 from tests.support.site import API_KEY as WEATHER_API_KEY
 from tests.support.site import LocalSite
@@ -128,3 +129,10 @@ def make_user(django_user_model):
         return user, api_token_create(user=user, name="test").plaintext
 
     return make
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's own reordering within files
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest test files first, so the processes of ``make test`` end
+    together (tests/support/file_order.py)."""
+    items[:] = longest_files_first(items, recorded_durations())
