@@ -31,6 +31,7 @@ from chatforge.db.sql_rows import (
     write_together,
 )
 from chatforge.files.message_parts import attached_file_ids
+from chatforge.files.models import StoredFile
 from chatforge.errors import (
     IdempotencyKeyReused,
     InvalidRequest,
@@ -432,6 +433,15 @@ def _parent_of_new_message(ask: _Ask, locked: _Locked, active: Run | None) -> UU
     return branch[-1].pk if branch else None
 
 
+def _still_stored(user: AbstractBaseUser, file_ids: list[str]) -> list[str]:
+    """Those of a stored message's files that were not deleted since (its
+    text keeps naming them; the model gets what is left)."""
+    if not file_ids:
+        return []
+    kept = {str(pk) for pk in StoredFile.objects.filter(pk__in=file_ids, user=user).values_list("pk", flat=True)}
+    return [file_id for file_id in file_ids if file_id in kept]
+
+
 def _run_create(
     *,
     user: AbstractBaseUser,
@@ -478,20 +488,22 @@ def _run_create(
                 "(cancels it, then starts).",
                 details={"active_run_id": str(active.id)},
             )
+        parent_id = ask.again.parent_id if ask.again is not None else _parent_of_new_message(ask, locked, active)
+        on_path = {node.pk for node in tree.path_to(locked.nodes, parent_id)}
+        # A file attached to a message on another branch (the message an edit
+        # replaces, or its new version) is not in this message's history: it
+        # may come along.
+        elsewhere = [node.pk for node in locked.nodes if node.pk not in on_path]
         if ask.again is not None:
             message = ask.again
-            # Its files are checked again for this run's model (an image for
-            # a model that takes none) and waited for as on the first run.
-            files = attachments_checked(user=user, conversation=conversation, model=model,
-                                        file_ids=attached_file_ids(message.content_json), replaced=[message.pk])
+            # Its files (those not deleted since) are checked again for this
+            # run's model (an image for a model that takes none) and waited
+            # for as on the first run; they stay linked where they are.
+            files = attachments_checked(user=user, conversation=conversation, model=model, replaced=elsewhere,
+                                        file_ids=_still_stored(user, attached_file_ids(message.content_json)))
         else:
-            parent_id = _parent_of_new_message(ask, locked, active)
-            on_path = {node.pk for node in tree.path_to(locked.nodes, parent_id)}
-            # A file attached to a message on another branch (the message an
-            # edit replaces) is not in this message's history: it may come along.
             files = attachments_checked(user=user, conversation=conversation, file_ids=ask.attachments,
-                                        model=model,
-                                        replaced=[node.pk for node in locked.nodes if node.pk not in on_path])
+                                        model=model, replaced=elsewhere)
             message = Message(
                 conversation=conversation, role=Message.Role.USER, content=content, parent_id=parent_id,
                 content_json=content_parts(content, images, [f.pk for f in files]),

@@ -244,3 +244,23 @@ def test_bad_ids_are_400_naming_the_field_and_other_users_messages_404(chat, mak
     assert error_of(other.post(f"/api/conversations/{other_conversation}/messages/",
                                {"content": "x", "model": MODEL, "parent_id": mine}, format="json"), 400)
     assert Message.objects.filter(conversation_id=chat.id).count() == 2
+
+
+def test_regenerating_a_message_with_files_gives_the_model_them_again(chat, fake_llm):
+    document = stored_file(chat.client.user, name="notes.txt", data=b"The launch is on Tuesday.")
+    first = chat.answered("When is the launch?", attachments=[str(document.pk)])
+    sent_first = fake_llm.requests_for(MODEL)[-1]["messages"][-1]["content"]
+    assert "The launch is on Tuesday." in str(sent_first)
+    # An edit takes the file along; the first version can still be answered again.
+    edit = chat.answered("When is it, exactly?", attachments=[str(document.pk)], parent_id=None)
+    document.refresh_from_db()
+    assert str(document.message_id) == edit["message_id"]
+    again = chat.client.post(f"/api/messages/{first['message_id']}/regenerate/", {"model": MODEL}, format="json")
+    assert again.status_code == 202, again.content
+    chat.run(again.json())
+    assert fake_llm.requests_for(MODEL)[-1]["messages"][-1]["content"] == sent_first
+    # A file deleted since is left out: the message is still answered.
+    document.delete()
+    once_more = chat.client.post(f"/api/messages/{first['message_id']}/regenerate/", {"model": MODEL},
+                                 format="json")
+    assert once_more.status_code == 202, once_more.content
