@@ -18,6 +18,7 @@ from chatforge.api.serializers import ConversationSerializer, MessageSerializer,
 from chatforge.catalog.describe import tool_descriptions
 from chatforge.catalog.models import Assistant
 from chatforge.conversations import selectors
+from chatforge.conversations.listing import conversation_list
 from chatforge.conversations.models import Conversation, Message, Run
 from chatforge.llm.listing import model_list
 from orchestration.services.approvals import approval_decisions
@@ -34,11 +35,14 @@ def assistant_choices() -> list[dict[str, Any]]:
 
 def chat_page_data(user: AbstractBaseUser, conversation: Conversation | None) -> dict[str, Any]:
     """Sidebar, pickers, and the open conversation's history and live runs."""
-    # The sidebar is the person's own chats; /v1 clients' conversations are
-    # listed on their own (GET /api/conversations/?source=openai).
-    recent = selectors.conversations_of(user, source=Conversation.Source.CHAT)[:SIDEBAR_CONVERSATIONS]
+    # The sidebar is the person's own chats, in the API's list order (pinned
+    # first, archived ones left out); /v1 clients' conversations are listed
+    # on their own (GET /api/conversations/?source=openai). One more is read
+    # than shown, to say whether the page should ask the API for the next.
+    recent = list(conversation_list(user, source=Conversation.Source.CHAT)[:SIDEBAR_CONVERSATIONS + 1])
     data: dict[str, Any] = {
-        "conversations": ConversationSerializer(recent, many=True).data,
+        "conversations": ConversationSerializer(recent[:SIDEBAR_CONVERSATIONS], many=True).data,
+        "conversations_more": len(recent) > SIDEBAR_CONVERSATIONS,
         "models": model_list(user=user),  # what this person can use, and why not
         "tools": [{"name": t["name"], "description": t["description"], "kind": t["kind"]} for t in tool_descriptions()],
         "assistants": assistant_choices(),

@@ -26,7 +26,7 @@ from rest_framework.test import APIClient
 
 from chatforge.accounts.models import ApiToken, UserSecret
 from chatforge.accounts.secrets import user_secret_set
-from chatforge.conversations.models import Conversation, Run
+from chatforge.conversations.models import Conversation, ConversationShare, Run
 from chatforge.files.models import StoredFile
 from chatforge.realtime.routing import websocket_application, websocket_urlpatterns
 from tests.support.files import image_file
@@ -104,6 +104,14 @@ RULES: dict[str, list[Row]] = {
     "file-content": [Row("GET", "/api/files/{file}/content/", _owner_only(200))],
     "conversation-files": [Row("GET", "/api/conversations/{conversation}/files/", _owner_only(200),
                                must_not_show=("conversation", "run", "secret", "file"))],
+    "conversation-export": [Row("GET", "/api/conversations/{conversation}/export/", _owner_only(200))],
+    "conversation-shares": [
+        Row("GET", "/api/conversations/{conversation}/shares/", _owner_only(200)),
+        Row("POST", "/api/conversations/{conversation}/shares/", _owner_only(201)),
+    ],
+    "conversation-share-detail": [
+        Row("DELETE", "/api/conversations/{conversation}/shares/{spare_share}/", _owner_only(204)),
+    ],
     "run-detail": [Row("GET", "/api/runs/{run}/", _owner_only(200))],
     "run-cancel": [Row("POST", "/api/runs/{run}/cancel/", _owner_only(202))],
     # The owner's empty body is a 400; anyone else's request, the run is not found.
@@ -120,6 +128,8 @@ RULES: dict[str, list[Row]] = {
     "openai-model": [Row("GET", "/v1/models/demo", _all(200))],
     "chat": [Row("GET", "/", _page(), session=True)],
     "chat-conversation": [Row("GET", "/c/{conversation}/", _owner_only(200, anonymous=LOGIN), session=True)],
+    # A share link is public: anyone with it reads the snapshot, signed in or not.
+    "share": [Row("GET", "/share/{share_token}/", _all(200, anonymous=200), session=True)],
     "tool-testing": [Row("GET", "/tools/testing/", _page(), session=True)],
     "settings": [Row("GET", "/settings/", _page(), session=True)],
     "secret-save": [Row("POST", "/settings/secrets/", _page(302), body={"name": "x", "value": "y"}, session=True)],
@@ -176,6 +186,8 @@ def world(django_user_model, idle_broker) -> dict[str, Any]:
     assert accepted.status_code == 202, accepted.content
     user_secret_set(user=users[OWNER], name="matrix_key", value="matrix-secret-value")
     owned = Conversation.objects.get(pk=conversation)
+    share = owner_api.post(f"/api/conversations/{conversation}/shares/").json()
+    spare_share = owner_api.post(f"/api/conversations/{conversation}/shares/").json()
     return {
         "users": users,
         "tokens": tokens,
@@ -187,6 +199,8 @@ def world(django_user_model, idle_broker) -> dict[str, Any]:
             "token_id": ApiToken.objects.filter(user=users[OWNER]).first().pk,
             "file": str(image_file(users[OWNER], conversation=owned).pk),
             "spare_file": str(image_file(users[OWNER]).pk),
+            "share_token": share["url"].rstrip("/").rsplit("/", 1)[1],
+            "spare_share": spare_share["id"],
         },
     }
 
@@ -243,6 +257,8 @@ def test_route_answers_each_role_as_its_rule_says(world, route):
         assert Conversation.objects.filter(pk=objects["spare_conversation"]).exists()
     if route != "file-detail":
         assert StoredFile.objects.filter(pk=objects["spare_file"]).exists()
+    if route != "conversation-share-detail":
+        assert ConversationShare.objects.filter(pk=objects["spare_share"], revoked_at__isnull=True).exists()
 
 
 API_ROUTES = sorted(name for name, rows in RULES.items() if all(r.path.startswith("/api/") for r in rows))
