@@ -19,6 +19,9 @@ from tests.fakes.openai_server import Reply, last_user_text
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 SLOW_WORDS = " ".join(f"w{i}" for i in range(60))
+# Long enough that a reload usually lands while it still streams (the
+# checks hold either way: the page shows the same before and after the end).
+LONG_WORDS = " ".join(f"w{i}" for i in range(200))
 
 
 def echo_model(fake_model, name: str) -> str:
@@ -99,7 +102,7 @@ def test_regenerate_makes_a_second_answer_and_a_new_message_follows_the_chosen_o
         if last_user_text(body) != "a question":
             return Reply(text=f"Answer to: {last_user_text(body)}")
         # The second answer streams slowly: the page is seen while it comes in.
-        return Reply(text=f"Answer {n}. {SLOW_WORDS if n == 2 else ''}", chunk_delay_s=0.05 if n == 2 else 0)
+        return Reply(text=f"Answer {n}. {LONG_WORDS if n == 2 else ''}", chunk_delay_s=0.05 if n == 2 else 0)
 
     model = fake_model("browser-versions-regenerate", script)
     log_in(page, "reg")
@@ -115,6 +118,12 @@ def test_regenerate_makes_a_second_answer_and_a_new_message_follows_the_chosen_o
     expect(versions(streaming).locator(".version-count")).to_have_text("2 / 2")
     # No switching while the run is active.
     expect(streaming.get_by_role("button", name="Previous version")).to_be_disabled()
+    expect(page.locator("article.assistant")).to_have_count(1)
+    # A reload mid-stream shows the same: the earlier answer is version 1, not on screen.
+    page.reload()
+    page.wait_for_selector("body[data-chat-ready]", state="attached")
+    streaming = last_reply(page)
+    expect(versions(streaming).locator(".version-count")).to_have_text("2 / 2")
     expect(page.locator("article.assistant")).to_have_count(1)
     expect(streaming).to_have_attribute("data-status", "completed")
     expect(versions(streaming).locator(".version-count")).to_have_text("2 / 2")

@@ -168,7 +168,7 @@ export function allowVersionSwitching(root, allowed) {
 export function addDeleteVersionButton(article, remove) {
   const header = article.querySelector(".msg-header");
   if (header.querySelector(".delete-version")) return;
-  const control = button("Delete this version", "delete-version danger", async () => {
+  const control = button("Delete this version", "delete-version", async () => {
     if (!window.confirm("Delete this version and every message after it? This cannot be undone.")) return;
     control.disabled = true;
     try {
