@@ -17,8 +17,8 @@ from django.utils import timezone
 from chatforge.catalog import versioning as catalog_versioning
 from chatforge.catalog.catalog import get_catalog
 from chatforge.catalog.models import Assistant
-from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
 from chatforge.conversations import tree
+from chatforge.conversations.models import Conversation, LlmTurn, Message, Run
 from chatforge.conversations.selectors import tree_nodes, tree_nodes_read
 from chatforge.db.sql_rows import (
     Read,
@@ -30,8 +30,6 @@ from chatforge.db.sql_rows import (
     update_statement,
     write_together,
 )
-from chatforge.files.message_parts import attached_file_ids
-from chatforge.files.models import StoredFile
 from chatforge.errors import (
     IdempotencyKeyReused,
     InvalidRequest,
@@ -40,6 +38,8 @@ from chatforge.errors import (
     TooManyActiveRuns,
     UnknownTool,
 )
+from chatforge.files.message_parts import attached_file_ids
+from chatforge.files.models import StoredFile
 from chatforge.llm.resolution import DEMO_MODEL
 from chatforge.llm.providers.images import content_parts
 from chatforge.llm.providers.sampling import SAMPLING_OPTIONS
