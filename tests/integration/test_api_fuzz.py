@@ -28,7 +28,7 @@ def test_schemathesis_finds_no_server_errors_and_no_schema_violations(stack, mak
         "--exclude-path-regex", "tools/test",
         "--no-color",
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
     report = result.stdout[-6000:] + result.stderr[-2000:]
     print(report)
     assert result.returncode == 0, report + "\n" + stack.logs()[-3000:]
