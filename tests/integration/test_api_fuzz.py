@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+# The schemathesis run alone takes minutes on two busy cores (the suite's 300 s
+# per test would end it): the subprocess has 900 s and so has the test.
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(960)]
 
 
 def test_schemathesis_finds_no_server_errors_and_no_schema_violations(stack, make_user, tmp_path: Path):
