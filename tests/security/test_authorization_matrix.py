@@ -26,7 +26,7 @@ from rest_framework.test import APIClient
 
 from chatforge.accounts.models import ApiToken, UserSecret
 from chatforge.accounts.secrets import user_secret_set
-from chatforge.conversations.models import Conversation, ConversationShare, Run
+from chatforge.conversations.models import Conversation, ConversationShare, Message, Run
 from chatforge.files.models import StoredFile
 from chatforge.realtime.routing import websocket_application, websocket_urlpatterns
 from tests.support.files import image_file
@@ -104,6 +104,11 @@ RULES: dict[str, list[Row]] = {
     "file-content": [Row("GET", "/api/files/{file}/content/", _owner_only(200))],
     "conversation-files": [Row("GET", "/api/conversations/{conversation}/files/", _owner_only(200),
                                must_not_show=("conversation", "run", "secret", "file"))],
+    # Versions: the owner's empty body is a 400; the owner's run is still
+    # queued (no worker here), so answering again is refused as a 409.
+    "conversation-branch": [Row("POST", "/api/conversations/{conversation}/branch/", _owner_only(400), body={})],
+    "message-regenerate": [Row("POST", "/api/messages/{message}/regenerate/", _owner_only(409), body={})],
+    "message-detail": [Row("DELETE", "/api/messages/{spare_message}/", _owner_only(204))],
     "conversation-export": [Row("GET", "/api/conversations/{conversation}/export/", _owner_only(200))],
     "conversation-shares": [
         Row("GET", "/api/conversations/{conversation}/shares/", _owner_only(200)),
@@ -188,6 +193,7 @@ def world(django_user_model, idle_broker) -> dict[str, Any]:
     owned = Conversation.objects.get(pk=conversation)
     share = owner_api.post(f"/api/conversations/{conversation}/shares/").json()
     spare_share = owner_api.post(f"/api/conversations/{conversation}/shares/").json()
+    spare_message = Message.objects.create(conversation_id=spare, role=Message.Role.USER, content="spare")
     return {
         "users": users,
         "tokens": tokens,
@@ -201,6 +207,8 @@ def world(django_user_model, idle_broker) -> dict[str, Any]:
             "spare_file": str(image_file(users[OWNER]).pk),
             "share_token": share["url"].rstrip("/").rsplit("/", 1)[1],
             "spare_share": spare_share["id"],
+            "message": accepted.json()["message_id"],
+            "spare_message": str(spare_message.pk),
         },
     }
 
@@ -259,6 +267,8 @@ def test_route_answers_each_role_as_its_rule_says(world, route):
         assert StoredFile.objects.filter(pk=objects["spare_file"]).exists()
     if route != "conversation-share-detail":
         assert ConversationShare.objects.filter(pk=objects["spare_share"], revoked_at__isnull=True).exists()
+    if route not in {"message-detail", "conversation-detail"}:
+        assert Message.objects.filter(pk=objects["spare_message"]).exists()
 
 
 API_ROUTES = sorted(name for name, rows in RULES.items() if all(r.path.startswith("/api/") for r in rows))
