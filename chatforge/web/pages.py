@@ -96,8 +96,9 @@ def _with_approvals(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
-def tool_testing_page_data() -> dict[str, Any]:
-    return {"tools": tool_descriptions(), "models": model_list()}
+def tool_testing_page_data(user: AbstractBaseUser) -> dict[str, Any]:
+    """The tools, and the models with what ``user`` can call (as the chat page's picker)."""
+    return {"tools": tool_descriptions(), "models": model_list(user=user)}
 
 
 def settings_page_data(user: AbstractBaseUser) -> dict[str, Any]:

@@ -67,7 +67,7 @@ def favicon(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def tool_testing(request: HttpRequest) -> HttpResponse:
-    return render(request, "web/tool_testing.html", {"page": tool_testing_page_data()})
+    return render(request, "web/tool_testing.html", {"page": tool_testing_page_data(request.user)})
 
 
 def _settings_response(

@@ -55,7 +55,7 @@ function savePrefs() {
 
 function restorePrefs() {
   const prefs = loadPrefs();
-  if (prefs.model !== undefined && [...modelSelect.options].some((o) => o.value === prefs.model)) modelSelect.value = prefs.model;
+  if (prefs.model !== undefined && [...modelSelect.options].some((o) => o.value === prefs.model && !o.disabled)) modelSelect.value = prefs.model;
   if (prefs.assistant !== undefined && [...assistantSelect.options].some((o) => o.value === prefs.assistant)) assistantSelect.value = prefs.assistant;
   if (prefs.allTools === false) {
     allToolsBox.checked = false;
