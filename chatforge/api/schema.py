@@ -250,15 +250,6 @@ TOOL_TEST_RESULT = OpenApiExample(
     response_only=True,
     status_codes=["200"],
 )
-MODEL_LIST = OpenApiExample(
-    "Models",
-    value={"default": "demo", "models": [{"id": "demo", "provider": "built-in", "kind": "demo",
-                                          "capabilities": {"tools": True, "streaming": True, "reasoning": False,
-                                                           "verbosity": False, "vision": False},
-                                          "validation": {"model": "demo", "tests": 0, "successes": 0,
-                                                         "success_rate": 0.0, "validated": False}}]},
-    response_only=True,
-)
 SECRET_NAMES = OpenApiExample("Secret names", value={"names": ["tavily_api_key", "anthropic_api_key"]},
                               response_only=True)
 SECRET_VALUE = OpenApiExample("Store a secret", value={"value": "tvly-…"}, request_only=True)
