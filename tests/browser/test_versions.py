@@ -12,9 +12,10 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from chatforge.catalog.models import Assistant
-from chatforge.conversations.models import Conversation, Message
+from chatforge.conversations.models import Conversation, Message, Run
 from tests.browser.chat_actions import ask, last_reply, send
 from tests.fakes.openai_server import Reply, last_user_text
+from tests.support.stack import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -27,6 +28,15 @@ LONG_WORDS = " ".join(f"w{i}" for i in range(200))
 def echo_model(fake_model, name: str) -> str:
     """Answers every question with "Answer to: <question>"."""
     return fake_model(name, lambda body: Reply(text=f"Answer to: {last_user_text(body)}"))
+
+
+def runs_ended(user) -> None:
+    """Wait until the user's runs are stored as ended. The page may show an
+    answer completed (its run.completed event) a moment before the run's
+    row commits, and an edit or a regeneration sent in that moment is
+    refused as "a run in progress" (the page then shows that message)."""
+    wait_for(lambda: not Run.objects.filter(user=user).exclude(status__in=Run.TERMINAL).exists(),
+             timeout=30, what="the runs to be stored as ended")
 
 
 def versions(article: Locator) -> Locator:
@@ -53,6 +63,7 @@ def test_edit_makes_a_second_version_and_the_choice_survives_a_reload(page: Page
     ask(page, model, "first question")
     ask(page, model, "second question")
     expect(versions(page.locator("article.user").first)).to_have_count(0)  # one version: no control
+    runs_ended(user)
 
     # Edit the first question: a new version beside it, its own answer under it.
     page.locator("article.user").first.get_by_role("button", name="Edit").click()
@@ -68,6 +79,7 @@ def test_edit_makes_a_second_version_and_the_choice_survives_a_reload(page: Page
     assert conversation.messages.count() == 6  # nothing was deleted
 
     # ‹ goes back to version 1, with what followed it.
+    runs_ended(user)
     edited.get_by_role("button", name="Previous version").click()
     expect(page.locator("article.user .round-text")).to_have_text(["first question", "second question"])
     expect(page.locator("article.assistant .round-text")).to_have_text(
@@ -110,6 +122,7 @@ def test_regenerate_makes_a_second_answer_and_a_new_message_follows_the_chosen_o
     expect(first_answer.locator(".round-text")).to_contain_text("Answer 1.")
     expect(versions(first_answer)).to_have_count(0)
     first_id = Message.objects.get(conversation__user=user, role="assistant").pk
+    runs_ended(user)
 
     last_reply(page).get_by_role("button", name="Regenerate").click()
     streaming = last_reply(page)
@@ -130,6 +143,7 @@ def test_regenerate_makes_a_second_answer_and_a_new_message_follows_the_chosen_o
     expect(streaming.locator(".round-text")).to_contain_text("Answer 2.")
 
     # Switch back to the first answer, and continue from it.
+    runs_ended(user)
     streaming.get_by_role("button", name="Previous version").click()
     answer = page.locator("article.assistant").last
     expect(answer.locator(".round-text")).to_have_text("Answer 1.")
@@ -141,7 +155,8 @@ def test_regenerate_makes_a_second_answer_and_a_new_message_follows_the_chosen_o
     follow_up = next(m for m in api_messages(page, stack, conversation) if m["content"] == "follow-up")
     assert follow_up["parent_id"] == str(first_id)
 
-    # ›, then back: the second answer's branch has no follow-up.
+    # ›: the second answer's branch has no follow-up.
+    runs_ended(user)
     page.locator("article.assistant").first.get_by_role("button", name="Next version").click()
     expect(page.locator("article.user .round-text")).to_have_text(["a question"])
     expect(last_reply(page).locator(".round-text")).to_contain_text("Answer 2.")
@@ -183,16 +198,18 @@ def test_answers_say_their_model_and_assistant_live_and_after_a_reload(page: Pag
 
 
 def test_versions_on_a_phone_in_the_dark(phone_page: Page, log_in, browser_user, fake_model, screenshot):
-    browser_user("pho")
+    user = browser_user("pho")
     model = echo_model(fake_model, "browser-versions-phone")
     log_in(phone_page, "pho")
     ask(phone_page, model, "How far is the moon?")
+    runs_ended(user)
     phone_page.locator("article.user").first.get_by_role("button", name="Edit").click()
     phone_page.locator(".edit-box textarea").fill("How far is the moon, in km?")
     phone_page.locator(".edit-box .save-edit").click()
     question, answer = phone_page.locator("article.user").first, last_reply(phone_page)
     expect(versions(question).locator(".version-count")).to_have_text("2 / 2")
     expect(answer.locator(".round-text")).to_have_text("Answer to: How far is the moon, in km?")
+    runs_ended(user)
     answer.get_by_role("button", name="Regenerate").click()
     expect(versions(answer).locator(".version-count")).to_have_text("2 / 2")
     expect(answer).to_have_attribute("data-status", "completed")
