@@ -102,3 +102,8 @@ from chatforge.settings import *  # noqa: E402,F401,F403
 CELERY_BROKER_URL = os.environ["CHATFORGE_TEST_IDLE_BROKER_URL"]
 if _SERIAL:
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_serial_{os.getpid()}"}  # noqa: F405
+
+# Quick hashes for the users the tests make (tests/support/password_hashers.py).
+from django.conf import global_settings  # noqa: E402
+
+PASSWORD_HASHERS = ["tests.support.password_hashers.QuickPBKDF2PasswordHasher", *global_settings.PASSWORD_HASHERS]

@@ -31,6 +31,8 @@ from chatforge.accounts.crypto import decrypt, encrypt
 from chatforge.accounts.models import ApiToken, UserSecret
 from chatforge.accounts.secrets import user_secret_set
 from chatforge.accounts.tokens import api_token_create
+from chatforge.conversations.selectors import messages_of
+from chatforge.conversations.shares import share_create, share_path
 from chatforge.files.models import FileQuota
 from chatforge.llm.models import LanguageModel, Provider
 from tests.support.files import image_file
@@ -60,6 +62,10 @@ UNCRAWLED_ROUTES: dict[str, str] = {
     "accounts/login/": "the login form, for signed-out visitors",
     "accounts/logout/": "POST only",
     "favicon.ico": "a redirect to the static icon",
+    "api/conversations/(?P<pk>[^/.]+)/branch/$": "POST only; answers the branch as GET …/messages/ does",
+    "api/messages/(?P<pk>[^/.]+)/regenerate/$": "POST only; answers the new run's ids",
+    "api/messages/(?P<pk>[^/.]+)/$": "DELETE only",
+    "api/conversations/(?P<pk>[^/.]+)/shares/(?P<share_id>[^/]+)/$": "DELETE only (revokes a share)",
 }
 
 TOKEN = re.compile(r"cf_[A-Za-z0-9_-]{40,}")
@@ -122,14 +128,16 @@ def planted(admin_client, admin_user) -> Planted:
                        *Provider.objects.exclude(api_key_ciphertext="").values_list("api_key_ciphertext", flat=True)]:
         forbidden |= {ciphertext, decrypt(ciphertext)}
     forbidden |= set(ApiToken.objects.values_list("key_hash", flat=True))
+    share = share_create(conversation=run.conversation, messages=messages_of(run.conversation), attachments={})
     return Planted(owner=owner, api_token=api_token, forbidden=forbidden, ids={
         "conversation": str(run.conversation_id), "run": str(run.pk), "model": "stored-model", "file": str(file.pk),
+        "share_path": share_path(share),
     })
 
 
 def user_page_urls(ids: dict[str, str]) -> list[str]:
     """Pages for signed-in users outside the admin and the API (the web app)."""
-    return ["/", f"/c/{ids['conversation']}/", "/tools/testing/", "/settings/"]
+    return ["/", f"/c/{ids['conversation']}/", "/tools/testing/", "/settings/", ids["share_path"]]
 
 
 def api_get_urls(ids: dict[str, str]) -> list[str]:
@@ -144,6 +152,9 @@ def api_get_urls(ids: dict[str, str]) -> list[str]:
         "/api/secrets/",
         "/api/files/", f"/api/files/{ids['file']}/", f"/api/files/{ids['file']}/content/",
         f"/api/conversations/{ids['conversation']}/files/",
+        f"/api/conversations/{ids['conversation']}/export/?format=markdown",
+        f"/api/conversations/{ids['conversation']}/export/?format=json",
+        f"/api/conversations/{ids['conversation']}/shares/",
         "/v1/models", f"/v1/models/{ids['model']}",
     ]
 

@@ -85,8 +85,10 @@ def world(django_user_model, idle_broker, settings) -> dict[str, Any]:
     assert accepted.status_code == 202, accepted.content
     user_secret_set(user=owner, name="walk_key", value="walk-secret")
     file = image_file(owner)
+    share = client.post(f"/api/conversations/{conversation}/shares/").json()
     return {"client": client, "owner": owner, "conversation": conversation, "run": accepted.json()["run_id"],
-            "token_id": str(ApiToken.objects.get(user=owner).pk), "file": str(file.pk)}
+            "token_id": str(ApiToken.objects.get(user=owner).pk), "file": str(file.pk),
+            "share": share["id"], "share_token": share["url"].rstrip("/").rsplit("/", 1)[1]}
 
 
 def _value(world: dict[str, Any], route: str, name: str) -> str:
@@ -101,6 +103,7 @@ def _value(world: dict[str, Any], route: str, name: str) -> str:
         "name": "walk_key" if "secrets" in route else "calculator", "token_id": world["token_id"],
         "tool_name": "calculator", "model": "demo", "object_id": "1", "content_type_id": "1",
         "app_label": "catalog", "url": "nothing", "id": str(world["owner"].pk),
+        "share_id": world["share"], "token": world["share_token"],
     }[name]
 
 
