@@ -89,14 +89,10 @@ class MessageSerializer(serializers.ModelSerializer):
         return FileSerializer(files, many=True).data if files else []
 
 
-class MessageCreateSerializer(LeanSerializer):
-    # Blank only with attachments (the run's start says so otherwise).
-    content = serializers.CharField(trim_whitespace=False, allow_blank=True)
-    attachments = serializers.ListField(
-        child=serializers.UUIDField(), required=False, max_length=100,
-        help_text="Ids of your files (POST /api/files/) this message carries: images go to the model as "
-        "images, documents as their text (docs/files.md). At most CHATFORGE_MAX_FILES_PER_MESSAGE.",
-    )
+class RunOptionsSerializer(LeanSerializer):
+    """The run options a request may set, shared by posting a message and
+    answering one again."""
+
     model = serializers.CharField(required=False, allow_blank=True, max_length=200)
     tools = serializers.ListField(
         child=serializers.CharField(max_length=64), required=False, allow_null=True, max_length=128
@@ -112,6 +108,16 @@ class MessageCreateSerializer(LeanSerializer):
     )
     max_iterations = serializers.IntegerField(
         required=False, min_value=0, max_value=settings.CHATFORGE_MAX_ITERATIONS_LIMIT
+    )
+
+
+class MessageCreateSerializer(RunOptionsSerializer):
+    # Blank only with attachments (the run's start says so otherwise).
+    content = serializers.CharField(trim_whitespace=False, allow_blank=True)
+    attachments = serializers.ListField(
+        child=serializers.UUIDField(), required=False, max_length=100,
+        help_text="Ids of your files (POST /api/files/) this message carries: images go to the model as "
+        "images, documents as their text (docs/files.md). At most CHATFORGE_MAX_FILES_PER_MESSAGE.",
     )
     on_active = serializers.ChoiceField(
         choices=["reject", "enqueue", "interrupt"],
@@ -136,26 +142,9 @@ class MessageCreateSerializer(LeanSerializer):
     )
 
 
-class RegenerateSerializer(LeanSerializer):
+class RegenerateSerializer(RunOptionsSerializer):
     """What may change when a message is answered again; the rest takes the
     same defaults as posting a message."""
-
-    model = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    tools = serializers.ListField(
-        child=serializers.CharField(max_length=64), required=False, allow_null=True, max_length=128
-    )
-    assistant = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        max_length=100,
-        help_text="An assistant profile's name: its system prompt, model, tools and iteration cap become the defaults.",
-    )
-    reasoning_effort = serializers.ChoiceField(
-        choices=["minimal", "low", "medium", "high"], required=False
-    )
-    max_iterations = serializers.IntegerField(
-        required=False, min_value=0, max_value=settings.CHATFORGE_MAX_ITERATIONS_LIMIT
-    )
 
 
 class BranchSerializer(serializers.Serializer):
