@@ -90,13 +90,26 @@ class ReadingTimedOut(BaseException):
     swallow it."""
 
 
+# After the first interruption the alarm fires again this often until the
+# block ends: an interruption raised where Python swallows exceptions (a
+# garbage-collector callback, a weakref callback, a __del__, all of which
+# only print "Exception ignored in …") is raised again in the conversion.
+REFIRE_S = 0.25
+
+
 @contextmanager
 def _alarm(seconds: float) -> Iterator[None]:
-    """Raise ReadingTimedOut in this thread after ``seconds``. Only where
-    signals reach the code and the timer is free: the main thread of a
-    prefork tools worker's process. Elsewhere (the embedded worker's
-    threads; a process whose timer is armed already, e.g. by pytest-timeout)
-    nothing is set, and ``text_state``'s rule covers a reading that never ends.
+    """Raise ReadingTimedOut in this thread after ``seconds``, and again every
+    REFIRE_S until the block ends. Only where signals reach the code and the
+    timer is free: the main thread of a prefork tools worker's process.
+    Elsewhere (the embedded worker's threads; a process whose timer is armed
+    already, e.g. by pytest-timeout) nothing is set, and ``text_state``'s
+    rule covers a reading that never ends.
+
+    Seen in CI: the first interruption landed in the gc callback of
+    ``chatforge.observability.gc_freeze``, was printed and dropped, and the
+    conversion ran on until the hard time limit killed the process, leaving
+    the file pending. Hence the re-firing.
 
     A converter that swallows even a BaseException (a bare ``except:``
     around its parsing) then returns what it had, often nothing: once the
@@ -106,16 +119,20 @@ def _alarm(seconds: float) -> Iterator[None]:
         yield
         return
     fired = threading.Event()
+    armed = [True]  # cleared first thing on the way out: a late signal then does nothing
 
     def interrupt(signum: int, frame: object) -> None:
+        if not armed[0]:
+            return
         fired.set()
         raise ReadingTimedOut()
 
     previous = signal.signal(signal.SIGALRM, interrupt)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds, REFIRE_S)
     try:
         yield
     finally:
+        armed[0] = False  # no call before it: Python cannot run the handler between entering finally and here
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     if fired.is_set():
