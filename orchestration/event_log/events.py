@@ -161,6 +161,18 @@ def llm_retry(
     )
 
 
+def run_reconnecting(ref: RunRef, *, iteration: int, step: str, tool_call_id: str | None, reason: str) -> None:
+    """The worker running a step of this run was lost (its liveness lapsed,
+    or its lease ran out) and the step is being sent to another worker:
+    clients show "Reconnecting the run…" until the run's next event. The
+    step's new delivery announces itself as usual (``llm.started`` for a
+    turn, whose partial text clients drop then; ``tool_output`` for a call).
+    ``step`` is ``llm_turn`` or ``tool_call``; best effort (the re-drive
+    matters, not this notice)."""
+    _publish_best_effort(ref, "run.reconnecting",
+                         {"iteration": iteration, "step": step, "tool_call_id": tool_call_id, "reason": reason})
+
+
 def content_delta(ref: RunRef, *, text: str) -> None:
     deltas([Delta(ref, "content", text)])
 
