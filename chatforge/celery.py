@@ -32,4 +32,5 @@ import chatforge.db.connections  # noqa: E402,F401  (task DB connection lifecycl
 import chatforge.observability.celery_metrics  # noqa: E402,F401  (queue wait, the worker's metrics port)
 import chatforge.observability.gc_freeze  # noqa: E402,F401  (start-up objects out of full GC passes)
 import chatforge.observability.log_context  # noqa: E402,F401  (task_id, run_id, … on every log line of a task)
+import orchestration.worker_liveness  # noqa: E402,F401  (every worker process renews its liveness from its start)
 import orchestration.worker_warmup  # noqa: E402,F401  (an LLM worker imports the provider SDKs at start)

@@ -70,6 +70,10 @@ STEP_REDELIVERIES = Counter(
 SWEEPER_REDRIVES = Counter(
     "chatforge_sweeper_redrives_total", "Runs whose next step the sweeper sent again, by what it sent.",
     ["action"])
+WORKERS_LOST = Counter(
+    "chatforge_workers_lost_total",
+    "Worker processes declared lost (their liveness lapsed) and the steps they held that were sent on.",
+    ["what"])
 STEPS_PARKED = Counter(
     "chatforge_steps_parked_total",
     "Steps that waited for a free slot (their user, assistant or tool was at its cap of running steps), by step.",

@@ -87,6 +87,11 @@ def sweeper_redrive(action: str) -> None:
     metrics.SWEEPER_REDRIVES.labels(action=action).inc()
 
 
+def worker_lost(steps_sent_on: int) -> None:
+    metrics.WORKERS_LOST.labels(what="workers").inc()
+    metrics.WORKERS_LOST.labels(what="steps").inc(steps_sent_on)
+
+
 def provider_attempt(provider: str, model: str, *, failure_kind: str | None, retried: bool) -> None:
     metrics.PROVIDER_REQUESTS.labels(provider=provider, model=model).inc()
     if failure_kind is not None:

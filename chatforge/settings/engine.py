@@ -58,6 +58,18 @@ if CHATFORGE_RUN_STALL_S < 3 * CHATFORGE_HEARTBEAT_S:
         "CHATFORGE_RUN_STALL_S must be at least three heartbeats (3 x CHATFORGE_HEARTBEAT_S), "
         "or live steps would be taken for lost ones."
     )
+# Worker liveness (docs/outages.md, "A worker host is lost"): every worker
+# process renews one entry in Redis every CHATFORGE_LIVENESS_S; a process
+# whose entry is older than CHATFORGE_WORKER_LOST_S is lost, and the steps it
+# held are sent to another worker at once, without waiting for their leases
+# above (which stay the backstop where Redis cannot tell).
+CHATFORGE_LIVENESS_S: float = env.float("CHATFORGE_LIVENESS_S", default=1.0)
+CHATFORGE_WORKER_LOST_S: float = env.float("CHATFORGE_WORKER_LOST_S", default=3.0)
+if CHATFORGE_WORKER_LOST_S < 2 * CHATFORGE_LIVENESS_S:
+    raise ImproperlyConfigured(
+        "CHATFORGE_WORKER_LOST_S must be at least two liveness renewals (2 x CHATFORGE_LIVENESS_S), "
+        "or one late renewal would count a live worker as lost."
+    )
 CHATFORGE_MAX_MESSAGE_CHARS: int = env.int("CHATFORGE_MAX_MESSAGE_CHARS", default=100_000)
 # Runs a user may have queued or running at once (429 beyond).
 CHATFORGE_MAX_ACTIVE_RUNS_PER_USER: int = env.int("CHATFORGE_MAX_ACTIVE_RUNS_PER_USER", default=5)

@@ -144,6 +144,7 @@ class DeltaCoalescer:
         self._in_ready = False  # in the flusher's ready list
         self._published_at = float("-inf")  # when the last text was let go
         self._error: BaseException | None = None
+        self._discarded = False
 
     def __enter__(self) -> DeltaCoalescer:
         if self._flusher is not None:
@@ -152,7 +153,8 @@ class DeltaCoalescer:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
-            self.flush()  # also after a provider error: that text was streamed
+            if not self._discarded:
+                self.flush()  # also after a provider error: that text was streamed
         except Exception:
             if exc_type is None:
                 raise
@@ -160,6 +162,17 @@ class DeltaCoalescer:
         finally:
             if self._flusher is not None:
                 self._flusher.unregister(self)
+
+    def discard(self) -> None:
+        """Drop the text held or queued, and publish nothing more: the turn
+        was given to another delivery (this worker was declared lost), whose
+        text clients follow instead. A batch already in the flusher's hands
+        still goes."""
+        with self._lock:
+            self._parts = []
+            dropped, self._queued = len(self._queued), []
+            self._published_locked(dropped)
+            self._discarded = True
 
     def window(self) -> float:
         """The window now: it widens with the turns streaming in the process."""

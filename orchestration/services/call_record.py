@@ -84,7 +84,8 @@ def count_off(call: ToolInvocation, now: datetime) -> CountedOff | None:
 def record_call_and_count_off(call: ToolInvocation, values: dict[str, Any], *, from_status: str,
                               now: datetime, offer_tools_below: int) -> CallRecord:
     """In one statement: write ``values`` on ``call`` if it is still in
-    ``from_status``, count it off its round and, if it was the last and the
+    ``from_status`` under this delivery (``deliveries``: a delivery whose
+    call was given to another, its worker declared lost, records nothing), count it off its round and, if it was the last and the
     run goes on, insert the next turn (offered tools while its iteration
     is below ``offer_tools_below``)."""
     set_call, call_params = set_clause(ToolInvocation, values)
@@ -95,7 +96,7 @@ def record_call_and_count_off(call: ToolInvocation, values: dict[str, Any], *, f
     )
     sql = f"""
 WITH recorded AS (
-    UPDATE {CALL} SET {set_call} WHERE "id" = %s AND "status" = %s RETURNING 1
+    UPDATE {CALL} SET {set_call} WHERE "id" = %s AND "status" = %s AND "deliveries" = %s RETURNING 1
 ), counted AS ({_COUNT_OFF.format(also=" AND EXISTS (SELECT 1 FROM recorded)")}), next_turn AS (
     {turn_sql}
     RETURNING 1
@@ -104,7 +105,7 @@ SELECT (SELECT count(*) FROM recorded), c.pending_tool_calls, c.iteration, c.can
        (SELECT count(*) FROM next_turn)
 FROM (SELECT 1) AS one LEFT JOIN counted c ON true
 """
-    params = [*call_params, call.pk, from_status, *_count_off_params(call, now), *turn_params]
+    params = [*call_params, call.pk, from_status, call.deliveries, *_count_off_params(call, now), *turn_params]
     with fixed_sql_cursor() as cursor:
         cursor.execute(sql, params)
         recorded, pending, iteration, cancel_requested, turned = cursor.fetchone()

@@ -37,6 +37,8 @@ from chatforge.llm.models import LanguageModel, Provider
 from chatforge.llm.routing import RouteRows
 from orchestration.queueing.worker_identity import current_worker_name
 
+from .heartbeat import process_owner
+
 
 @dataclass(frozen=True)
 class ClaimExtras:
@@ -77,6 +79,7 @@ def _claim_values(now) -> dict:
         "started_at": Coalesce(F("started_at"), now),
         "heartbeat_at": now,
         "worker": current_worker_name(),
+        "lease_owner": process_owner(),
     }
 
 
@@ -168,7 +171,7 @@ def _claim_returning(step_model, key_field: str, key, run_id: str, *, with_messa
             UPDATE {step_table} SET
                 "status" = 'running', "deliveries" = "deliveries" + 1,
                 "started_at" = COALESCE("started_at", %(now)s), "heartbeat_at" = %(now)s,
-                "worker" = %(worker)s
+                "worker" = %(worker)s, "lease_owner" = %(owner)s
             WHERE "run_id" = %(run)s AND "{key_column}" = %(key)s {unblocked} AND (
                 "status" = 'pending'
                 OR ("status" = 'running' AND ("heartbeat_at" IS NULL OR "heartbeat_at" < %(expired)s)))
@@ -178,7 +181,7 @@ def _claim_returning(step_model, key_field: str, key, run_id: str, *, with_messa
     """
     with fixed_sql_cursor() as cursor:
         cursor.execute(sql, {"now": now, "expired": expired, "run": run_id, "key": key,
-                             "worker": current_worker_name()})
+                             "worker": current_worker_name(), "owner": process_owner()})
         row = cursor.fetchone()
     if row is None:
         return None

@@ -50,7 +50,7 @@ from .cancel_watch import CHECK_INTERVAL_S, cancel_watch
 from .claims import claim_turn, extras_of, mark_run_running, release_turn
 from .client_tools import client_tool_names
 from .finalize import Outcome, run_finalize, step_must_stop
-from .heartbeat import step_lease
+from .heartbeat import Lease, step_lease
 from .ledger import ref
 from .outage_retry import retry_through_outage
 from .turn_record import record_turn_with_calls
@@ -69,6 +69,7 @@ class _Streamed:
     provider_ms: int
     failure: ProviderError | None = None  # why the model call failed
     cancelled: bool = False
+    taken_over: bool = False  # given to another delivery: this one records and publishes nothing
 
 
 def _emit_tool_call_events(run: Run, invocations: list[ToolInvocation]) -> None:
@@ -92,10 +93,13 @@ def _delta_window() -> WindowPolicy:
     )
 
 
-def _stream(run: Run, provider: ChatProvider, request: TurnRequest, *, provider_kind: str = "") -> _Streamed:
+def _stream(run: Run, provider: ChatProvider, request: TurnRequest, *, provider_kind: str = "",
+            lease: Lease | None = None) -> _Streamed:
     """Call the model once, publishing deltas as they arrive. Provider failures
     and unexpected adapter errors end in a ``_Streamed`` with ``failure`` set
-    (and the text streamed so far); database errors propagate so the task retries."""
+    (and the text streamed so far); database errors propagate so the task retries.
+    Before each delta it asks ``lease`` whether the turn was given to another
+    delivery (free while this process renews its liveness on time)."""
     r = ref(run)
     parts: list[str] = []
     result: TurnResult | None = None
@@ -103,11 +107,15 @@ def _stream(run: Run, provider: ChatProvider, request: TurnRequest, *, provider_
     next_check = started + _CHECK_INTERVAL_S
     stream = provider.stream_turn(request)
     failure: ProviderError | None = None
-    cancelled = False
+    cancelled = taken_over = False
     first_token = True
     try:
         with coalescer_for(r, events.deltas, policy=_delta_window()) as deltas:
             for item in stream:
+                if lease is not None and lease.lost():
+                    deltas.discard()
+                    result, taken_over = None, True
+                    break
                 if first_token and isinstance(item, (TextDelta, ReasoningDelta)):
                     first_token = False
                     record.time_to_first_token(provider_kind, run.model, time.monotonic() - started)
@@ -141,27 +149,31 @@ def _stream(run: Run, provider: ChatProvider, request: TurnRequest, *, provider_
     finally:
         stream.close()  # closes the upstream connection when we stop early
     elapsed_ms = int((time.monotonic() - started) * 1000)
-    return _Streamed(result, "".join(parts), elapsed_ms, failure, cancelled)
+    return _Streamed(result, "".join(parts), elapsed_ms, failure, cancelled, taken_over)
 
 
-def _wait_unless_cancelled(run_id: str, seconds: float) -> bool:
-    """Sleep, looking at the cancel flag every second; False if cancelled."""
+def _wait_unless_cancelled(run_id: str, seconds: float, lease: Lease | None = None) -> bool:
+    """Sleep, looking at the cancel flag (and the lease) every second; False
+    if cancelled or given to another delivery."""
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
         time.sleep(min(left, _CHECK_INTERVAL_S))
-        if cancel_watch.should_stop(run_id):
+        if cancel_watch.should_stop(run_id) or (lease is not None and lease.lost()):
             return False
     return True
 
 
-def _call_model(run: Run, turn: LlmTurn, resolved: ResolvedModel, request: TurnRequest) -> _Streamed:
+def _call_model(run: Run, turn: LlmTurn, resolved: ResolvedModel, request: TurnRequest,
+                lease: Lease | None = None) -> _Streamed:
     """The turn's model call with its provider's retry policy: transient
     failures are retried with backoff (honouring Retry-After), and each retry
     is announced with llm.retry so clients drop the partial text."""
     policy = policy_for(resolved.kind)
     attempt = 1
     while True:
-        streamed = _stream(run, resolved.provider, request, provider_kind=resolved.kind)
+        streamed = _stream(run, resolved.provider, request, provider_kind=resolved.kind, lease=lease)
+        if streamed.taken_over:
+            return streamed
         failure = streamed.failure
         will_retry = (failure is not None and failure.retryable and attempt < policy.max_attempts
                       and not (request.previous_response_id and "previous_response_not_found" in failure.message))
@@ -185,8 +197,9 @@ def _call_model(run: Run, turn: LlmTurn, resolved: ResolvedModel, request: TurnR
                        run.id, turn.iteration, attempt, failure.kind, delay)
         events.llm_retry(ref(run), iteration=turn.iteration, attempt=attempt, error=failure.message,
                          retry_in_s=round(delay, 2), discard_text=bool(streamed.partial_text))
-        if not _wait_unless_cancelled(str(run.id), delay):
-            return _Streamed(None, "", streamed.provider_ms, cancelled=True)
+        if not _wait_unless_cancelled(str(run.id), delay, lease):
+            taken_over = lease is not None and lease.lost()
+            return _Streamed(None, "", streamed.provider_ms, cancelled=not taken_over, taken_over=taken_over)
         attempt += 1
 
 
@@ -282,7 +295,7 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
         if not calls:
             # The answer: recorded in finalize's transaction, in the round
             # trip that locks the run (finalize.py).
-            recording = update_statement(LlmTurn, values, pk=turn.pk, status="running")
+            recording = update_statement(LlmTurn, values, pk=turn.pk, status="running", deliveries=turn.deliveries)
             return False if run_finalize(run_id=str(run.id), outcome=Outcome.COMPLETED, recording=recording) else None
         if server_calls and connection.vendor == "postgresql":
             # Nothing else to commit with these rows: one statement (turn_record.py).
@@ -291,7 +304,7 @@ def _record(turn: LlmTurn, result: TurnResult, provider_ms: int, turn_input: Tur
             _send_round(run, invocations)
             return True
     with transaction.atomic():
-        if not update_where(LlmTurn, values, pk=turn.pk, status="running"):
+        if not update_where(LlmTurn, values, pk=turn.pk, status="running", deliveries=turn.deliveries):
             return None
         count_tokens(run.user_id, result.usage)  # against a token budget, if the user has one
         if invocations:
@@ -404,6 +417,13 @@ def llm_turn_execute(*, run_id: str, iteration: int) -> None:
         dispatch.step_ended(turn_step_id(run_id, iteration))
 
 
+def _still_holds(turn: LlmTurn) -> bool:
+    """Whether this delivery still holds the turn's claim: before it ends the
+    run for a failure or a stop, which a delivery whose worker was declared
+    lost (a partition that healed) must not do over its successor."""
+    return LlmTurn.objects.filter(pk=turn.pk, status="running", deliveries=turn.deliveries).exists()
+
+
 def _run_claimed_turn(turn: LlmTurn) -> float:
     """Run the claimed turn; returns the seconds spent in the model call
     (0 when none was made), the part of the step that is not ours."""
@@ -459,13 +479,17 @@ def _run_claimed_turn(turn: LlmTurn) -> float:
     # through it, so a worker can stream far more turns than its pool has
     # connections (the heartbeat and the cancel checks borrow one briefly).
     release_connections()
-    with step_lease(run_id, turn):
+    with step_lease(run_id, turn) as lease:
         with cancel_watch.watching(run_id), step_span("llm.call", **{
                 "chatforge.run_id": run_id, "chatforge.iteration": iteration, "chatforge.model": run.model,
                 "chatforge.provider": resolved.kind}):
             calling = time.perf_counter()
-            streamed = _call_model(run, turn, resolved, request)
+            streamed = _call_model(run, turn, resolved, request, lease)
             model_s = time.perf_counter() - calling  # retries and their waits included
+        if streamed.taken_over:
+            logger.warning("run %s turn %s: given to another delivery (this worker was declared lost while it "
+                           "could not renew its liveness); stopping here without recording", run_id, iteration)
+            return model_s
         if streamed.result is not None:
             # The answer is in hand: record it through a short outage rather than
             # hand the turn back, which would call the model again.
@@ -473,6 +497,11 @@ def _run_claimed_turn(turn: LlmTurn) -> float:
                 lambda: _record(turn, streamed.result, streamed.provider_ms, turn_input),
                 what=f"run {run_id} turn {iteration}: recording the answer")
             record.tokens(run.model, streamed.result.usage)
+            return model_s
+    if lease.lost() or not _still_holds(turn):
+        logger.warning("run %s turn %s: given to another delivery; its failure or stop here is not recorded",
+                       run_id, iteration)
+        return model_s
     if streamed.failure is not None:
         logger.warning("run %s turn %s failed: %s", run_id, iteration, streamed.failure.message)
         run_finalize(run_id=run_id, outcome=Outcome.FAILED, error=streamed.failure.message,

@@ -25,11 +25,12 @@ from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.observability import record
 from chatforge.scheduling.limits import current_limits
 from chatforge.scheduling.slots import call_step_id, scheduler, turn_step_id
+from orchestration.event_log import events
 from orchestration.queueing import broker_loss, dispatch
 
 from .approvals import expire_overdue
 from .finalize import Outcome, run_finalize
-from .ledger import lock_run, touch
+from .ledger import lock_run, ref, touch
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,10 @@ def run_redispatch(run_id: str) -> str:
                 return _still_parked(run)
             action = "tools"
             dispatch.tool_calls(run, [(call_id, name, 0) for call_id, name in lost])
+            running = {call_id for call_id, _, status, _ in unfinished if status == ToolInvocation.Status.RUNNING}
+            for call_id, _ in lost:
+                if call_id in running:  # its worker was lost (not merely its queue message)
+                    _tell_reconnecting(run, step="tool_call", tool_call_id=call_id)
         elif turn is not None and turn.status == "completed" and not turn.tool_calls:
             transaction.on_commit(lambda: run_finalize(run_id=run_id, outcome=Outcome.COMPLETED))
             action = "finalize"
@@ -76,9 +81,21 @@ def run_redispatch(run_id: str) -> str:
         else:
             dispatch.llm_turn(run, run.iteration)
             action = "llm_turn"
+            if turn is not None and turn.status == "running":
+                _tell_reconnecting(run, step="llm_turn", tool_call_id=None)
         touch(run)
         run.save(update_fields=["heartbeat_at"])
         return action
+
+
+RECONNECTING_REASON = "The worker running this step stopped answering; the step is being run again on another worker."
+
+
+def _tell_reconnecting(run: Run, *, step: str, tool_call_id: str | None) -> None:
+    """``run.reconnecting`` for the run's clients, once the re-drive commits."""
+    run_ref, iteration = ref(run), run.iteration
+    transaction.on_commit(lambda: events.run_reconnecting(run_ref, iteration=iteration, step=step,
+                                                          tool_call_id=tool_call_id, reason=RECONNECTING_REASON))
 
 
 def _parked(step_id: str) -> bool:

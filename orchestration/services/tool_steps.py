@@ -149,7 +149,7 @@ def record_result(inv: ToolInvocation, result: ToolResult, *, from_status: str =
             _counted_off(inv, result, output, outcome.counted, returned)
         return
     with transaction.atomic():
-        if not update_where(ToolInvocation, values, pk=inv.pk, status=from_status):
+        if not update_where(ToolInvocation, values, pk=inv.pk, status=from_status, deliveries=inv.deliveries):
             return  # a parallel delivery recorded it first (and counted it)
         counted = count_off(inv, now)
         if not _counted_off(inv, result, output, counted, returned):

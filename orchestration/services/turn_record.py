@@ -27,13 +27,14 @@ from chatforge.db.sql_rows import db_param, fixed_sql_cursor, insert_select_stat
 
 def record_turn_with_calls(turn: LlmTurn, values: dict[str, Any], calls: list[ToolInvocation], *,
                            pending: int, now: datetime) -> bool:
-    """Write ``values`` on ``turn`` if it is still running, insert its
+    """Write ``values`` on ``turn`` if it is still running under this
+    delivery (one whose turn was given to another records nothing), insert its
     ``calls`` (their primary keys are set) and set the run's pending count
     and heartbeat. Returns whether the turn was recorded here."""
     set_turn, params = set_clause(LlmTurn, values)
     parts = [f'recorded AS (UPDATE {LlmTurn._meta.db_table} SET {set_turn} '
-             f'WHERE "id" = %s AND "status" = %s RETURNING 1)']
-    params += [turn.pk, "running"]
+             f'WHERE "id" = %s AND "status" = %s AND "deliveries" = %s RETURNING 1)']
+    params += [turn.pk, "running", turn.deliveries]  # only the delivery holding the claim records
     for n, call in enumerate(calls):
         sql, call_params = insert_select_statement(call, {}, source="recorded")
         parts.append(f'c{n} AS ({sql} RETURNING "id")')

@@ -6,9 +6,12 @@ real Postgres connections."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import threading
 
 import pytest
+from django.utils import timezone
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
@@ -59,7 +62,8 @@ def test_the_heartbeat_gives_its_connection_back_after_each_renewal(
     run = run_start(user=user, conversation=Conversation.objects.create(user=user), content="hi",
                     options=RunOptions(model="demo"))
     turn = LlmTurn.objects.get(run=run, iteration=0)
-    LlmTurn.objects.filter(pk=turn.pk).update(status="running")
+    claimed_at = timezone.now() - timedelta(seconds=5)
+    LlmTurn.objects.filter(pk=turn.pk).update(status="running", heartbeat_at=claimed_at)  # as a claim leaves it
     renewed = threading.Event()
     held_after_renewal: list[bool] = []
     real_release = heartbeat.release_connections
@@ -74,7 +78,7 @@ def test_the_heartbeat_gives_its_connection_back_after_each_renewal(
         assert renewed.wait(30), "the heartbeat never renewed the lease"
     assert held_after_renewal and not any(held_after_renewal)
     turn.refresh_from_db()
-    assert turn.heartbeat_at is not None
+    assert turn.heartbeat_at > claimed_at
 
 
 async def _borrowing_view(request):

@@ -141,6 +141,12 @@ class LoopbackNetwork:
     def cut(self, name: str) -> bool:
         return False
 
+    def partition(self, name: str) -> bool:
+        return False
+
+    def heal(self, name: str) -> None:
+        pass
+
     def kill_processes(self, name: str) -> list[int]:
         return []
 
@@ -270,6 +276,19 @@ class VirtualNetwork:
         closed connection (no FIN or RST can leave the host any more)."""
         _ip("-n", self.namespace(name), "link", "set", "dev", HOST_IFACE, "down")
         return True
+
+    def partition(self, name: str) -> bool:
+        """Take the host off the network, to be healed later: the hub's end
+        of its link goes down, so its packets and its peers' vanish (no FIN,
+        no RST, both ways) while its own interface keeps its address and
+        routes, as when a switch port or a cable fails."""
+        _ip("-n", self.namespace(HUB), "link", "set", "dev", _port(name), "down")
+        return True
+
+    def heal(self, name: str) -> None:
+        """Put a partitioned host back: connections that outlived the
+        partition carry on (TCP retransmits), the others get a reset."""
+        _ip("-n", self.namespace(HUB), "link", "set", "dev", _port(name), "master", BRIDGE, "up")
 
     def processes(self, name: str) -> list[int]:
         """Pids of the processes running in the host's namespace."""

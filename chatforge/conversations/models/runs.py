@@ -129,6 +129,10 @@ class LlmTurn(models.Model):
     # The Celery worker node (name@host) of the latest delivery: which host
     # of the fleet ran the step, for operators and the scale-out test.
     worker = models.CharField(max_length=255, blank=True)
+    # The worker process of the latest delivery, by its name in the liveness
+    # registry (chatforge/workers/liveness.py): when that process is lost,
+    # the steps it claimed are found by it (orchestration/services/lost_workers.py).
+    lease_owner = models.CharField(max_length=64, blank=True, default="")
     # The lease of the delivery running this step, renewed while it runs.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -139,6 +143,10 @@ class LlmTurn(models.Model):
         ordering = ["run", "iteration"]
         constraints = [
             models.UniqueConstraint(fields=["run", "iteration"], name="one_turn_per_iteration")
+        ]
+        indexes = [
+            # A lost worker's running steps (lost_workers.py): only the few running rows.
+            models.Index(fields=["lease_owner"], name="turn_running_owner", condition=models.Q(status="running")),
         ]
 
 
@@ -184,6 +192,10 @@ class ToolInvocation(models.Model):
     # The Celery worker node (name@host) of the latest delivery: which host
     # of the fleet ran the step, for operators and the scale-out test.
     worker = models.CharField(max_length=255, blank=True)
+    # The worker process of the latest delivery, by its name in the liveness
+    # registry (chatforge/workers/liveness.py): when that process is lost,
+    # the steps it claimed are found by it (orchestration/services/lost_workers.py).
+    lease_owner = models.CharField(max_length=64, blank=True, default="")
     # The lease of the delivery running this step, renewed while it runs.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.IntegerField(null=True, blank=True)
@@ -213,6 +225,8 @@ class ToolInvocation(models.Model):
             # The sweeper's expiry pass: only the few rows that await approval.
             models.Index(fields=["approval_expires_at"], name="inv_awaiting_approval",
                          condition=models.Q(status="awaiting_approval")),
+            # A lost worker's running calls (lost_workers.py).
+            models.Index(fields=["lease_owner"], name="inv_running_owner", condition=models.Q(status="running")),
         ]
 
     @property

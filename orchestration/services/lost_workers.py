@@ -1,0 +1,98 @@
+"""Sending on the steps of a lost worker process.
+
+The liveness registry (``chatforge/workers/liveness.py``) says which worker
+processes stopped renewing their liveness; the process elected to look
+this interval (``heartbeat.py``) runs ``redrive_lost_workers``. For each
+lost process, in this order:
+
+1. It is declared lost in Redis, leaving a tombstone: should it come back
+   (a partition that heals), its next renewal tells it to abandon what it
+   claimed.
+2. Its Postgres sessions are ended (they carry its name as
+   ``application_name``): a session cut off inside a transaction holds row
+   locks (its step's, its run's) that the re-drive below would wait for,
+   until idle_in_transaction_session_timeout (60 s by default).
+3. The leases of the steps it claimed (``lease_owner``, written by each
+   claim) are released (``heartbeat_at`` cleared), and each run's next step
+   is derived from the ledger and sent (``sweeper.run_redispatch``, which
+   also tells the run's clients ``run.reconnecting``). Steps are claimed in
+   one statement, so the new delivery runs the step exactly once; a tool
+   with side effects that may have run is answered "interrupted" rather
+   than run twice (``tool_steps.py``); and only the delivery holding a
+   claim records (its ``deliveries``).
+4. The process is settled; a watcher that dies before this is followed by
+   the next one, a few intervals later.
+
+A process that is alive but slow (a 25 s tool, a long model turn) renews its
+liveness from its own thread all along and is never declared lost.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.db import DatabaseError, connection
+
+from chatforge.conversations.models import LlmTurn, ToolInvocation
+from chatforge.observability import record
+from chatforge.workers.liveness import LivenessRegistry
+
+from .sweeper import run_redispatch
+
+logger = logging.getLogger(__name__)
+
+
+def redrive_lost_workers(registry: LivenessRegistry) -> int:
+    """One look for lost worker processes; the steps sent on."""
+    # Right after Redis restarts every entry is old (or gone): wait until
+    # each live process has renewed.
+    if not registry.settled_for(settings.CHATFORGE_WORKER_LOST_S + 2 * settings.CHATFORGE_LIVENESS_S):
+        return 0
+    sent = 0
+    for owner in registry.lapsed():
+        if not registry.declare_lost(owner):
+            continue  # it renewed meanwhile: alive
+        ended = end_sessions_of(owner)
+        count = redrive_steps_of(owner)
+        logger.warning("worker process %s stopped renewing its liveness: declared lost; %d of its database "
+                       "session(s) ended, %d step(s) it held sent on", owner, ended, count)
+        record.worker_lost(count)
+        registry.settle(owner)
+        sent += count
+    return sent
+
+
+def end_sessions_of(owner: str) -> int:
+    """End the lost process's Postgres sessions (releasing their locks);
+    how many. Allowed for the sessions of one's own role; where the role may
+    not, the locks wait for the server's idle-in-transaction timeout."""
+    if connection.vendor != "postgresql":
+        return 0
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                           "WHERE application_name = %s AND pid <> pg_backend_pid()", [owner])
+            (ended,) = cursor.fetchone()
+    except DatabaseError as exc:
+        logger.warning("could not end the sessions of lost worker %s (%s); their locks last until "
+                       "idle_in_transaction_session_timeout", owner, exc)
+        return 0
+    return int(ended)
+
+
+def redrive_steps_of(owner: str) -> int:
+    """Release the leases of the steps the lost process was running and send
+    their runs' next steps; the steps released."""
+    runs: list[str] = []
+    for model in (LlmTurn, ToolInvocation):
+        steps = model.objects.filter(lease_owner=owner, status="running")
+        released = list(steps.values_list("pk", "run_id"))
+        if released:
+            model.objects.filter(pk__in=[pk for pk, _ in released], lease_owner=owner,
+                                 status="running").update(heartbeat_at=None)
+            runs += [str(run_id) for _, run_id in released]
+    for run_id in dict.fromkeys(runs):
+        action = run_redispatch(run_id)
+        logger.warning("run %s: a step of a lost worker sent on: %s", run_id, action)
+    return len(runs)
