@@ -161,16 +161,19 @@ def llm_retry(
     )
 
 
-def run_reconnecting(ref: RunRef, *, iteration: int, step: str, tool_call_id: str | None, reason: str) -> None:
+def run_reconnecting(ref: RunRef, *, iteration: int, step: str, tool_call_id: str | None, reason: str,
+                     deliveries: int = 0) -> None:
     """The worker running a step of this run was lost (its liveness lapsed,
     or its lease ran out) and the step is being sent to another worker:
     clients show "Reconnecting the run…" until the run's next event. The
     step's new delivery announces itself as usual (``llm.started`` for a
     turn, whose partial text clients drop then; ``tool_output`` for a call).
     ``step`` is ``llm_turn`` or ``tool_call``; best effort (the re-drive
-    matters, not this notice)."""
+    matters, not this notice). Announced once per lost delivery
+    (``deliveries``: the count the lost one had), however often it is re-driven."""
     _publish_best_effort(ref, "run.reconnecting",
-                         {"iteration": iteration, "step": step, "tool_call_id": tool_call_id, "reason": reason})
+                         {"iteration": iteration, "step": step, "tool_call_id": tool_call_id, "reason": reason},
+                         dedupe_key=f"run.reconnecting:{step}:{iteration}:{tool_call_id or ''}:{deliveries}")
 
 
 def content_delta(ref: RunRef, *, text: str) -> None:

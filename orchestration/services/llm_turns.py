@@ -72,7 +72,8 @@ class _Streamed:
     taken_over: bool = False  # given to another delivery: this one records and publishes nothing
 
 
-def _emit_tool_call_events(run: Run, invocations: list[ToolInvocation]) -> None:
+def emit_tool_call_events(run: Run, invocations: list[ToolInvocation]) -> None:
+    """The round's ``tool_call`` events (deduplicated: a repeat reaches the log once)."""
     for inv in invocations:
         events.tool_call(
             ref(run),
@@ -350,7 +351,7 @@ def _invocations(run: Run, turn: LlmTurn, calls: list[ToolCall], turn_input: Tur
 def _send_round(run: Run, invocations: list[ToolInvocation]) -> None:
     """The round's calls to clients, and the ones that may run now to the
     tools queue (one awaiting approval is sent once approved)."""
-    _emit_tool_call_events(run, invocations)
+    emit_tool_call_events(run, invocations)
     announce_requests(run, invocations)
     dispatch.tool_calls(run, [(inv.tool_call_id, inv.name, inv.position)
                               for inv in invocations if inv.status == _PENDING])
@@ -380,7 +381,7 @@ def _after_done(turn: LlmTurn) -> None:
     run = turn.run
     if turn.tool_calls:
         invocations = list(ToolInvocation.objects.filter(run=run, iteration=turn.iteration).order_by("position"))
-        _emit_tool_call_events(run, invocations)
+        emit_tool_call_events(run, invocations)
         announce_requests(run, invocations)
         if all(inv.status == ToolInvocation.Status.CLIENT for inv in invocations):
             run_finalize(run_id=str(run.id), outcome=Outcome.COMPLETED)

@@ -20,7 +20,14 @@ lost process, in this order:
    with side effects that may have run is answered "interrupted" rather
    than run twice (``tool_steps.py``); and only the delivery holding a
    claim records (its ``deliveries``).
-4. The process is settled; a watcher that dies before this is followed by
+4. What it recorded but may not have announced is announced again: a
+   process lost between its record's commit and the events it publishes
+   after it would leave clients without that call's ``tool_output`` (or a
+   turn's ``tool_call`` events) and its run without the step it was about
+   to send. For the active runs it took part in, those events are
+   published again (they are deduplicated: the log takes each once) and
+   the runs re-driven (a run with a live step is left alone).
+5. The process is settled; a watcher that dies before this is followed by
    the next one, a few intervals later.
 
 A process that is alive but slow (a 25 s tool, a long model turn) renews its
@@ -34,10 +41,13 @@ import logging
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from chatforge.conversations.models import LlmTurn, ToolInvocation
+from chatforge.conversations.models import LlmTurn, Run, ToolInvocation
 from chatforge.observability import record
 from chatforge.workers.liveness import LivenessRegistry
+from orchestration.event_log import events
 
+from .ledger import ref
+from .llm_turns import emit_tool_call_events
 from .sweeper import run_redispatch
 
 logger = logging.getLogger(__name__)
@@ -55,6 +65,7 @@ def redrive_lost_workers(registry: LivenessRegistry) -> int:
             continue  # it renewed meanwhile: alive
         ended = end_sessions_of(owner)
         count = redrive_steps_of(owner)
+        announce_recorded_by(owner)
         logger.warning("worker process %s stopped renewing its liveness: declared lost; %d of its database "
                        "session(s) ended, %d step(s) it held sent on", owner, ended, count)
         record.worker_lost(count)
@@ -96,3 +107,29 @@ def redrive_steps_of(owner: str) -> int:
         action = run_redispatch(run_id)
         logger.warning("run %s: a step of a lost worker sent on: %s", run_id, action)
     return len(runs)
+
+
+def announce_recorded_by(owner: str) -> None:
+    """Publish again what the lost process recorded for runs still active
+    (step 4 above), and re-drive those runs."""
+    active = (Run.Status.QUEUED, Run.Status.RUNNING)
+    unsettled = (ToolInvocation.Status.PENDING, ToolInvocation.Status.RUNNING,
+                 ToolInvocation.Status.AWAITING_APPROVAL, ToolInvocation.Status.CLIENT)
+    calls = (ToolInvocation.objects.filter(lease_owner=owner, run__status__in=active)
+             .exclude(status__in=unsettled).select_related("run"))
+    runs: dict[str, Run] = {}
+    for call in calls:
+        runs[str(call.run_id)] = call.run
+        result = call.result or {}
+        events.tool_output(ref(call.run), tool_call_id=call.tool_call_id, name=call.name, output=call.output,
+                           status=call.status, execution_time_ms=call.duration_ms or 0, files=result.get("files"),
+                           cached=bool(result.get("cached")))
+    turns = LlmTurn.objects.filter(lease_owner=owner, status="completed", run__status__in=active).select_related("run")
+    for turn in turns:
+        runs[str(turn.run_id)] = turn.run
+        invocations = list(ToolInvocation.objects.filter(run_id=turn.run_id, iteration=turn.iteration)
+                           .order_by("position"))
+        if invocations:
+            emit_tool_call_events(turn.run, invocations)
+    for run_id in runs:
+        run_redispatch(run_id)

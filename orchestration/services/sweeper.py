@@ -54,12 +54,12 @@ def run_redispatch(run_id: str) -> str:
         unfinished = list(
             ToolInvocation.objects.filter(run=run, iteration=run.iteration)
             .exclude(status__in=ToolInvocation.SETTLED)
-            .values_list("tool_call_id", "name", "status", "heartbeat_at")
+            .values_list("tool_call_id", "name", "status", "heartbeat_at", "deliveries")
         )
         turn = LlmTurn.objects.filter(run=run, iteration=run.iteration).first()
         if unfinished:
             # A call awaiting approval is not lost: nothing is meant to run it until it is decided.
-            lost = [(call_id, name) for call_id, name, status, beat in unfinished
+            lost = [(call_id, name) for call_id, name, status, beat, _ in unfinished
                     if status != ToolInvocation.Status.AWAITING_APPROVAL and _lost(status, beat, expired_before)]
             if not lost:
                 return "alive"
@@ -67,10 +67,11 @@ def run_redispatch(run_id: str) -> str:
                 return _still_parked(run)
             action = "tools"
             dispatch.tool_calls(run, [(call_id, name, 0) for call_id, name in lost])
-            running = {call_id for call_id, _, status, _ in unfinished if status == ToolInvocation.Status.RUNNING}
+            running = {call_id: deliveries for call_id, _, status, _, deliveries in unfinished
+                       if status == ToolInvocation.Status.RUNNING}
             for call_id, _ in lost:
                 if call_id in running:  # its worker was lost (not merely its queue message)
-                    _tell_reconnecting(run, step="tool_call", tool_call_id=call_id)
+                    _tell_reconnecting(run, step="tool_call", tool_call_id=call_id, deliveries=running[call_id])
         elif turn is not None and turn.status == "completed" and not turn.tool_calls:
             transaction.on_commit(lambda: run_finalize(run_id=run_id, outcome=Outcome.COMPLETED))
             action = "finalize"
@@ -82,7 +83,7 @@ def run_redispatch(run_id: str) -> str:
             dispatch.llm_turn(run, run.iteration)
             action = "llm_turn"
             if turn is not None and turn.status == "running":
-                _tell_reconnecting(run, step="llm_turn", tool_call_id=None)
+                _tell_reconnecting(run, step="llm_turn", tool_call_id=None, deliveries=turn.deliveries)
         touch(run)
         run.save(update_fields=["heartbeat_at"])
         return action
@@ -91,11 +92,12 @@ def run_redispatch(run_id: str) -> str:
 RECONNECTING_REASON = "The worker running this step stopped answering; the step is being run again on another worker."
 
 
-def _tell_reconnecting(run: Run, *, step: str, tool_call_id: str | None) -> None:
+def _tell_reconnecting(run: Run, *, step: str, tool_call_id: str | None, deliveries: int) -> None:
     """``run.reconnecting`` for the run's clients, once the re-drive commits."""
     run_ref, iteration = ref(run), run.iteration
     transaction.on_commit(lambda: events.run_reconnecting(run_ref, iteration=iteration, step=step,
-                                                          tool_call_id=tool_call_id, reason=RECONNECTING_REASON))
+                                                          tool_call_id=tool_call_id, reason=RECONNECTING_REASON,
+                                                          deliveries=deliveries))
 
 
 def _parked(step_id: str) -> bool:

@@ -12,6 +12,7 @@ changes the interval."""
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -21,8 +22,9 @@ from django.utils import timezone
 from chatforge.conversations.models import LlmTurn, Message, Run, ToolInvocation
 from chatforge.workers.liveness import LivenessRegistry, owner_name, tombstone_key
 from orchestration import tasks
-from orchestration.event_log import get_event_log
+from orchestration.event_log import events, get_event_log
 from orchestration.services import heartbeat
+from orchestration.services.ledger import ref
 from orchestration.services.lost_workers import redrive_lost_workers
 from tests.conftest import QUEUES
 from tests.engine.test_redelivery import engine, enqueued, new_run  # noqa: F401 - the fixture
@@ -158,3 +160,31 @@ def test_a_streaming_turn_of_a_process_declared_lost_stops_and_records_nothing(e
     # A step claimed under the old name stops before it starts.
     with heartbeat.step_lease(run_id, turn) as lease:
         assert lease.lost()
+
+
+def test_what_a_lost_process_recorded_but_did_not_announce_is_announced_once(engine, quick_liveness, registry):
+    # The process recorded its call (the commit reached Postgres) and was cut
+    # off before it published the call's tool_output.
+    user, broker = engine
+    run, recorded, announced = _round_in_hand(user, broker)
+    run_id = str(run.id)
+    lost, alive = owner_name("tools@gone"), owner_name("tools@here")
+    for call in (recorded, announced):
+        ToolInvocation.objects.filter(pk=call.pk).update(
+            status="success", deliveries=1, lease_owner=lost, output='{"ok": true}', duration_ms=5,
+            result={"success": True, "result": {"ok": True}, "tool_name": call.name, "execution_time_ms": 5},
+            finished_at=timezone.now())
+    events.tool_output(ref(run), tool_call_id=announced.tool_call_id, name=announced.name, output='{"ok": true}',
+                       status="success", execution_time_ms=5)
+    registry.renew(lost)
+    _late(registry, lost, renewing=alive)
+
+    redrive_lost_workers(registry)
+
+    outputs = Counter(e["data"]["tool_call_id"] for e in get_event_log().read(run_id, after=0)
+                      if e["type"] == "tool_output")
+    assert outputs == {recorded.tool_call_id: 1, announced.tool_call_id: 1}
+    (again,) = [e for e in get_event_log().read(run_id, after=0)
+                if e["type"] == "tool_output" and e["data"]["tool_call_id"] == recorded.tool_call_id]
+    assert again["data"] == {"tool_call_id": recorded.tool_call_id, "name": recorded.name, "output": '{"ok": true}',
+                             "status": "success", "execution_time_ms": 5}

@@ -530,13 +530,17 @@ def _wait_taken_over(fleet: Fleet, run_ids: list[str], held: list[Step], since: 
 def _announced_after(started: list[tuple[str, str, Follower]], held: list[Step], since: float) -> str:
     """When the runs of the held steps were told ``run.reconnecting`` (the
     lost host noticed and its steps sent on), in seconds after ``since``
-    (wall clock; every host of the test shares this machine's clock)."""
+    (wall clock; every host of the test shares this machine's clock), and
+    for which step each."""
     runs = {step.run_id for step in held}
-    times = sorted(
-        datetime.fromisoformat(event["ts"].replace("Z", "+00:00")).timestamp() - since
+    notices = sorted(
+        (datetime.fromisoformat(event["ts"].replace("Z", "+00:00")).timestamp() - since, run_id[:8],
+         event["data"]["step"], event["data"]["iteration"])
         for _, run_id, follower in started if run_id in runs
         for event in follower.events if event["type"] == "run.reconnecting")
-    return f"{times[0]:.1f}-{times[-1]:.1f} s" if times else "never"
+    if not notices:
+        return "never"
+    return ", ".join(f"{at:.1f} s ({run} {step} {iteration})" for at, run, step, iteration in notices)
 
 
 # -- the test ----------------------------------------------------------------
@@ -568,7 +572,7 @@ def test_runs_spread_over_worker_hosts_and_survive_losing_one(fleet: Fleet) -> N
     after = {(step.kind, step.id): step for step in _steps(fleet.pg, run_ids)}
     for _, _, follower in started:
         follower.join()
-    summary = (f"{how} for {PARTITION_S} s: {len(held)} step(s) running on {CUT}, sent on "
+    summary = (f"{how} for {PARTITION_S} s: {len(held)} step(s) running on {CUT}, sent on at "
                f"{_announced_after(started, held, parted_wall)} and running again on {SURVIVOR} "
                f"{first_s:.1f}-{last_s:.1f} s after the partition began; steps by host at the end "
                f"{_by_host(list(after.values()))}")
@@ -602,7 +606,7 @@ def test_runs_spread_over_worker_hosts_and_survive_losing_one(fleet: Fleet) -> N
     for _, _, follower in started:
         follower.join()
     summary = (f"{how}; steps by host before the cut {_by_host(before)}, at the end {_by_host(after_cut)}; "
-               f"{len(lost)} running on {CUT} when it was cut off, sent on "
+               f"{len(lost)} running on {CUT} when it was cut off, sent on at "
                f"{_announced_after(started, lost, cut_wall)} and running again on {SURVIVOR} "
                f"{first_s:.1f}-{last_s:.1f} s after the cut; {len(finished_later)} finished after the cut")
     print(summary)

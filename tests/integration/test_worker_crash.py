@@ -1,6 +1,9 @@
 """A tools worker (prefork, or the I/O pool's threads) killed with SIGKILL
-in the middle of a tool call loses nothing: its step's lease expires, the sweeper (celery beat) re-enqueues the
-step, a new worker takes it over, and the run completes once."""
+in the middle of a tool call loses nothing: its liveness lapses, a live
+process of the stack declares it lost and re-enqueues the step (or, as the
+backstop, its lease expires and the sweeper does), a new worker takes it
+over, and the run completes once. tests/integration/test_worker_liveness.py
+does the same with the shipped defaults and reports the time."""
 
 from __future__ import annotations
 
