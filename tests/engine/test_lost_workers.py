@@ -47,7 +47,10 @@ def watched() -> Iterator[PrivateRedis]:
 def registry(watched: PrivateRedis) -> LivenessRegistry:
     client = watched.client()
     client.flushdb()
-    return LivenessRegistry(client, lost_s=LOST_S, interval_s=INTERVAL_S)
+    made = LivenessRegistry(client, lost_s=LOST_S, interval_s=INTERVAL_S)
+    # A watcher trusts nobody's loss in a Redis's first seconds (redrive_lost_workers).
+    wait_for(lambda: made.settled_for(LOST_S + 2 * INTERVAL_S), timeout=10, what="the new redis-server to settle")
+    return made
 
 
 @pytest.fixture
