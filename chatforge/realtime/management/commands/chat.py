@@ -212,6 +212,8 @@ class Command(BaseCommand):
             return f"↻ tool call {data['tool_call_id']} attempt {data['attempt']} failed: {data['error']}", False
         if kind == "llm.retry":
             return f"↻ model call failed ({data['error']}); retrying in {data['retry_in_s']} s", False
+        if kind == "run.reconnecting":
+            return "↻ reconnecting the run… (its worker was lost; the step runs again on another)", False
         if kind == "approval.required":
             return f"? {data['name']}({data['arguments']}) needs approval", False
         if kind == "approval.decided":

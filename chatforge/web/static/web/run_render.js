@@ -49,7 +49,10 @@ export function createRunArticle(runId) {
   const model = el("span", "answer-model mono");
   model.title = "Model";
   model.hidden = true;
-  header.append(el("span", "who", "Assistant"), profile, model, el("span", "badge run-status"), el("span", "notice"));
+  // Transient notes on the run (a retry, "Reconnecting the run…"): read out as they change.
+  const notice = el("span", "notice");
+  notice.setAttribute("role", "status");
+  header.append(el("span", "who", "Assistant"), profile, model, el("span", "badge run-status"), notice);
   article.append(header, el("div", "rounds"), el("p", "run-outcome"));
   return article;
 }

@@ -146,6 +146,8 @@ export function stateFromMessage(message) {
   return state;
 }
 
+export const RECONNECTING = "Reconnecting the run…";
+
 // Applies one event; returns false for an event already applied (a replay
 // after a reconnect never duplicates text).
 export function applyEvent(state, event) {
@@ -154,7 +156,14 @@ export function applyEvent(state, event) {
     state.lastSeq = event.seq;
   }
   const d = event.data || {};
+  // "Reconnecting the run…" lasts until the run's next event of any other kind.
+  if (state.notice === RECONNECTING && event.type !== "run.reconnecting") state.notice = "";
   switch (event.type) {
+    case "run.reconnecting":
+      // The worker running a step was lost; the step is being sent to another
+      // (docs/events.md). Its new delivery announces itself as usual.
+      state.notice = RECONNECTING;
+      break;
     case "run.started":
       state.status = "running";
       break;
