@@ -19,8 +19,10 @@ _node: dict[str, str] = {}  # the Celery node name, set in the main process befo
 
 
 @celeryd_after_setup.connect(weak=False)
-def _remember_node(sender: Any = None, **_: Any) -> None:
+def _remember_node(sender: Any = None, instance: Any = None, **_: Any) -> None:
     _node["name"] = str(sender)
+    pool_cls = getattr(instance, "pool_cls", "")
+    _node["pool"] = pool_cls if isinstance(pool_cls, str) else f"{pool_cls.__module__}.{pool_cls.__qualname__}"
 
 
 def _start() -> None:
@@ -47,8 +49,12 @@ def _prefork_child_stopping(**_: Any) -> None:
 
 
 def _runs_tasks_itself(consumer: Any) -> bool:
+    """Not a prefork parent: by the pool the worker was set up with (``-P``,
+    an alias or a class path), and by the consumer's pool where that is set."""
     from celery.concurrency.prefork import TaskPool as PreforkPool
 
+    if "prefork" in _node.get("pool", "").lower():
+        return False
     return not isinstance(getattr(consumer, "pool", None), PreforkPool)
 
 
