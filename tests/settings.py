@@ -21,7 +21,7 @@ import time
 # other's tasks and a flush in one would empty the other's queues. Postgres
 # needs nothing: pytest-django gives each worker its own test database.
 # (main / the pytest process's idle broker / the test tools' effect
-# counters; 5-8 and 11 belong to test modules with private stacks, which
+# counters; 1, 5-8 and 11 belong to test modules with private stacks, which
 # run in one worker at a time.) Explicit URLs in the environment win: set
 # them only for a serial run.
 _REDIS_DBS = {"gw0": (15, 14, 13), "gw1": (12, 10, 9), "gw2": (4, 3, 2)}
