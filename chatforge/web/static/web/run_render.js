@@ -52,6 +52,7 @@ export function createRunArticle(runId) {
   // Transient notes on the run (a retry, "Reconnecting the run…"): read out as they change.
   const notice = el("span", "notice");
   notice.setAttribute("role", "status");
+  notice.setAttribute("aria-live", "polite");  // implied by the role; said for older screen readers
   header.append(el("span", "who", "Assistant"), profile, model, el("span", "badge run-status"), notice);
   article.append(header, el("div", "rounds"), el("p", "run-outcome"));
   return article;
