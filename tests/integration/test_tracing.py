@@ -13,6 +13,7 @@ from django.conf import settings
 from tests.fakes.openai_server import Reply
 from tests.support.client import ApiClient, follow_run
 from tests.support.otlp_collector import OtlpCollector
+from tests.support.side_by_side import stop_together
 from tests.support.stack import private_stack, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -20,8 +21,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 TRACING_REDIS_URL = settings.REDIS_URL.rsplit("/", 1)[0] + "/7"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def traced_stack(django_db_blocker, fake_llm):
+    """One stack and collector for the module: each test follows runs of its
+    own user to their end and reads only the spans of its own runs' traces."""
     from tests.conftest import _test_database_url
 
     collector = OtlpCollector().start()
@@ -39,6 +42,7 @@ def traced_stack(django_db_blocker, fake_llm):
                            # re-sent by the sweeper, whose message starts a trace of its own.
                            fast_recovery=False) as stack:
             yield stack, collector
+            stop_together(reversed(stack.processes))
     finally:
         collector.stop()
 
