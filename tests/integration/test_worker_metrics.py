@@ -11,7 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.openai_server import Reply
 from tests.support.client import ApiClient, follow_run
-from tests.support.stack import free_port, private_stack, start_server, start_worker, wait_for
+from tests.support.side_by_side import stop_together
+from tests.support.stack import (free_port, launch_worker, private_stack, start_server, wait_for,
+                                 wait_for_worker)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -29,8 +31,12 @@ def sample(found: dict, name: str, **labels: str) -> float:
     return found.get((name, frozenset(labels.items())), 0.0)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def metered_stack(django_db_blocker, fake_llm):
+    """One stack for the module, its three workers each serving metrics on a
+    port of its own. The tests cannot see each other's counts: the first
+    counts its own run (on a model of its own name) and its own request, the
+    second starts a web server of its own and counts the difference there."""
     from tests.conftest import _test_database_url
 
     with django_db_blocker.unblock():
@@ -38,16 +44,22 @@ def metered_stack(django_db_blocker, fake_llm):
     with private_stack(database_url=database_url, redis_url=METRICS_REDIS_URL, llm_base_url=fake_llm.base_url,
                        extra_env={"CHATFORGE_METRICS_TOKEN": TOKEN}, fast_recovery=False) as stack:
         ports = {"llm": free_port(), "tools": free_port(), "tools-io": free_port()}
+        # The stack's own workers make way for metered ones: all stopped, then all started, side by side.
+        stop_together([stack.process(name) for name in ports])
+        metered = []
         for name, queues, pool in (("llm", "llm,default", "gevent"), ("tools", "tools", "prefork"),
                                    ("tools-io", "tools_io", "threads")):
-            stack.process(name).stop()
             env = {**stack.env, "CHATFORGE_WORKER_METRICS_PORT": str(ports[name]),
                    "CHATFORGE_WORKER_METRICS_ADDR": "127.0.0.1"}
-            stack.processes.append(start_worker(f"{name}-metered", queues=queues, pool=pool, concurrency=2,
-                                                env=env, log_dir=stack.log_dir))
+            metered.append(launch_worker(f"{name}-metered", queues=queues, pool=pool, concurrency=2,
+                                         env=env, log_dir=stack.log_dir))
+        stack.processes.extend(metered)
+        for worker in metered:
+            wait_for_worker(worker)
         for port in ports.values():
             wait_for(lambda port=port: _up(port), timeout=30, what=f"the worker metrics on port {port}")
         yield stack, ports
+        stop_together(reversed(stack.processes))
 
 
 def _up(port: int) -> bool:
