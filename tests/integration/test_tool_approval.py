@@ -23,7 +23,8 @@ from chatforge.conversations.models import Message, Run, ToolInvocation
 from tests.conftest import QUEUES
 from tests.fakes.openai_server import Reply, tool_results
 from tests.support.client import ApiClient, follow_run, run_socket_url
-from tests.support.stack import private_stack, start_server, start_worker, wait_for
+from tests.support.side_by_side import launch_server, stop_together, wait_for_server
+from tests.support.stack import DistributedStack, launch_worker, private_stack, wait_for, wait_for_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -40,6 +41,7 @@ def approval_stack(django_db_blocker, fake_llm):
     with private_stack(database_url=database_url, redis_url=APPROVAL_REDIS_URL, llm_base_url=fake_llm.base_url,
                        extra_env={"CHATFORGE_TOOL_CATALOG_TTL_S": "0"}) as stack:
         yield stack
+        stop_together(reversed(stack.processes))
 
 
 def answer_from_results(body: dict[str, Any]) -> Reply:
@@ -78,13 +80,17 @@ def call_of(run_id: str) -> ToolInvocation:
     return ToolInvocation.objects.get(run_id=run_id, name="echo")
 
 
-def nothing_in_flight() -> None:
+def nothing_in_flight(stack: DistributedStack) -> None:
     """No message on any queue, and no worker running or holding a task."""
     broker = redis.Redis.from_url(APPROVAL_REDIS_URL)
     assert {queue: broker.llen(queue) for queue in QUEUES} == dict.fromkeys(QUEUES, 0)
     # Not the current app: the engine reads the broker from the current app
     # (chatforge/workers/broker_client.py), and this one lives on in the process.
-    inspector = Celery(broker=APPROVAL_REDIS_URL, set_as_current=False).control.inspect(timeout=3)
+    # Each question ends once every running worker has answered (at the latest at the timeout).
+    workers = [proc for proc in stack.processes
+               if proc.name not in ("beat", "server", "server2") and proc.popen.poll() is None]
+    inspector = Celery(broker=APPROVAL_REDIS_URL, set_as_current=False).control.inspect(timeout=3,
+                                                                                        limit=len(workers))
     active, reserved = inspector.active(), inspector.reserved()
     assert active and len(active) >= 2, "both workers answer"
     assert all(tasks == [] for tasks in active.values()), active
@@ -96,7 +102,7 @@ def test_a_waiting_run_holds_no_worker_and_completes_once_approved_over_rest(app
     run_id = start()
     call = call_of(run_id)
 
-    nothing_in_flight()
+    nothing_in_flight(approval_stack)
     status = api.request("GET", f"/api/runs/{run_id}/").json()
     assert [p["tool_call_id"] for p in status["pending_approvals"]] == [call.tool_call_id]
 
@@ -157,12 +163,16 @@ def test_a_waiting_run_survives_killed_processes_and_a_flushed_redis(approval_st
         approval_stack.process(name).kill()
     redis.Redis.from_url(APPROVAL_REDIS_URL).flushdb()  # the broker's queues and every event log
     port = int(approval_stack.http_url.rsplit(":", 1)[1])
-    approval_stack.processes.append(start_server(port=port, env=approval_stack.env, log_dir=approval_stack.log_dir,
-                                                 name="server2"))
-    approval_stack.processes.append(start_worker("llm2", queues="llm,default", pool="gevent", concurrency=20,
-                                                 env=approval_stack.env, log_dir=approval_stack.log_dir))
-    approval_stack.processes.append(start_worker("tools2", queues="tools", pool="prefork", concurrency=2,
-                                                 env=approval_stack.env, log_dir=approval_stack.log_dir))
+    # The three replacements start side by side; each is ready before the test goes on.
+    server = launch_server(port=port, env=approval_stack.env, log_dir=approval_stack.log_dir, name="server2")
+    workers = [launch_worker("llm2", queues="llm,default", pool="gevent", concurrency=20,
+                             env=approval_stack.env, log_dir=approval_stack.log_dir),
+               launch_worker("tools2", queues="tools", pool="prefork", concurrency=2,
+                             env=approval_stack.env, log_dir=approval_stack.log_dir)]
+    approval_stack.processes.extend([server, *workers])
+    wait_for_server(server, port=port)
+    for worker in workers:
+        wait_for_worker(worker)
 
     # The request is still there: in the run's status and in the snapshot
     # that replaces the lost events.
