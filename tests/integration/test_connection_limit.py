@@ -26,6 +26,7 @@ import pytest
 from tests.fakes.openai_server import Reply
 from tests.support.db_observer import ConnectionSampler, stack_database
 from tests.support.private_services import private_postgres, private_redis
+from tests.support.side_by_side import stop_together
 from tests.support.stack import distributed_stack
 
 pytestmark = pytest.mark.integration
@@ -116,6 +117,7 @@ def test_a_hundred_concurrent_runs_fit_in_thirty_connections(fake_llm):
             assert {status for status, _ in rows.values()} == {"completed"}, (rows, stack.logs())
             assert all(answers == 1 for _, answers in rows.values())
             logs = stack.logs()
+            stop_together(reversed(stack.processes))
 
     print(f"\nconnections held at most: total {sampler.max_total} of {ROLE_LIMIT} "
           f"over {sampler.samples} samples; by process {dict(sorted(sampler.max_by_process.items()))}")

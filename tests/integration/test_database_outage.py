@@ -31,6 +31,7 @@ from tests.fakes.openai_server import Reply
 from tests.support.client import ApiClient, follow_run, run_socket_url
 from tests.support.db_observer import stack_database
 from tests.support.private_services import private_postgres, private_redis
+from tests.support.side_by_side import stop_together
 from tests.support.stack import distributed_stack, wait_for
 
 pytestmark = pytest.mark.integration
@@ -149,4 +150,5 @@ def test_postgres_restarted_mid_run(fake_llm):
             fresh = api.post_message(api.new_conversation(), "again", model="outage-plain")["run_id"]
             events = follow_run(stack.ws_url, fresh, token, timeout=60)
             assert events[-1]["type"] == "run.completed", stack.logs()
+            stop_together(reversed(stack.processes))
     assert probed == 8

@@ -44,6 +44,7 @@ from orchestration.event_log.events import TERMINAL_TYPES
 from tests.fakes.openai_server import Reply
 from tests.support.client import ApiClient, follow_run, run_socket_url
 from tests.support.private_services import PrivateRedis, private_redis
+from tests.support.side_by_side import stop_together
 from tests.support.stack import DistributedStack, distributed_stack, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -142,6 +143,7 @@ def _outage_stack(redis_server: PrivateRedis, effects: PrivateRedis, fake_llm, d
     with distributed_stack(database_url=database_url, redis_url=redis_server.url(0), extra_env=extra_env,
                            llm_concurrency=20, tool_concurrency=2, with_beat=True) as stack:
         yield stack
+        stop_together(reversed(stack.processes))
 
 
 def _scripts(fake_llm, prefix: str) -> tuple[str, str]:

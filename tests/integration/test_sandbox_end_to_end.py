@@ -19,6 +19,7 @@ from tests.fakes.openai_server import Reply
 from tests.support.client import ApiClient, follow_run
 from tests.support.private_services import private_redis
 from tests.support.sandbox import SANDBOX_PYTHON, processes_of, sandbox_config, fresh_uid
+from tests.support.side_by_side import stop_together
 from tests.support.stack import DistributedStack, FAST_RECOVERY_ENV, distributed_stack, start_worker, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -59,6 +60,7 @@ def sandbox_stack(django_db_setup, django_db_blocker, fake_llm, sandbox_uid) -> 
     ) as stack:
         stack.processes.append(start_sandbox_worker(stack, "sandbox"))
         yield stack
+        stop_together(reversed(stack.processes))
 
 
 def start_sandbox_worker(stack: DistributedStack, name: str):
