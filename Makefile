@@ -11,7 +11,7 @@ PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-durations lint-imports install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay bench-file-upload bench-file-reading bench-attachments bench-sandbox lock worker-llm worker-tools worker-tools-io worker-sandbox beat chat interop-openwebui
+.PHONY: run test test-durations lint-imports install services browser screenshots bench bench-timeline bench-load bench-load-100 bench-load-200 bench-load-steady bench-load-burst bench-fairness bench-relay bench-heartbeat bench-file-upload bench-file-reading bench-attachments bench-sandbox lock worker-llm worker-tools worker-tools-io worker-sandbox beat chat interop-openwebui
 
 $(RUNTIME_STAMP): requirements.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -125,6 +125,14 @@ bench-fairness: install-dev
 ## streams on a private Redis (~40 seconds; printed, see docs/performance.md)
 bench-relay: install-dev
 	$(PY) -m bench.relay
+
+## Heartbeat writes: 500 model turns held running at once (the model silent),
+## on private Postgres and Redis with two gevent LLM workers; rows updated,
+## statements and transactions per second in Postgres and commands per
+## second in Redis, idle and with the steps running (~3 minutes; printed,
+## see docs/performance.md "Heartbeats at 500 concurrent steps")
+bench-heartbeat: install-dev
+	$(PY) -m bench.heartbeat_writes $(HEARTBEAT_ARGS)
 
 ## A 50 MB file uploaded to POST /api/files/ of an embedded web process, three
 ## times: throughput and the process's peak RSS against its RSS before (~1
