@@ -28,11 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import psycopg
 
 from bench.load import make_tokens
-from bench.services import SECRET_KEY, fresh_database, percentile
+from bench.services import SECRET_KEY, fresh_database, percentile, post_runs
 from tests.support.private_services import private_postgres, private_redis
 from tests.support.stack import (
     ROOT,
@@ -49,23 +48,6 @@ from tests.support.stack import (
 DOC = ROOT / "docs" / "performance.md"
 BEGIN, END = "<!-- fairness:begin -->", "<!-- fairness:end -->"
 DB_NAME = "chatforge_fairness"
-
-
-async def _post_runs(base: str, token: str, count: int, concurrency: int = 16) -> list[str]:
-    """``count`` runs of one user, each in its own conversation; their run ids."""
-    semaphore = asyncio.Semaphore(concurrency)
-    headers = {"Authorization": f"Bearer {token}"}
-
-    async def one(http: httpx.AsyncClient) -> str:
-        async with semaphore:
-            conversation = (await http.post("/api/conversations/", json={}, headers=headers)).json()["id"]
-            response = await http.post(f"/api/conversations/{conversation}/messages/",
-                                       json={"content": "go", "model": "bench-load"}, headers=headers)
-            response.raise_for_status()
-            return response.json()["run_id"]
-
-    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
-        return list(await asyncio.gather(*(one(http) for _ in range(count))))
 
 
 def _wait_all_done(database_url: str, run_ids: list[str], give_up_s: float) -> None:
@@ -118,8 +100,8 @@ def measure(mode: str, cap: int, args: argparse.Namespace, *, pg_url: str, redis
         processes.append(start_server(port=port, env=env, log_dir=mode_dir))
         base = f"http://127.0.0.1:{port}"
         zero = time.time()
-        heavy_runs = asyncio.run(_post_runs(base, heavy, args.heavy))
-        light_runs = asyncio.run(_post_runs(base, light, args.light))
+        heavy_runs = asyncio.run(post_runs(base, heavy, args.heavy, model="bench-load", content="go"))
+        light_runs = asyncio.run(post_runs(base, light, args.light, model="bench-load", content="go"))
         _wait_all_done(database_url, heavy_runs + light_runs, give_up_s=args.give_up)
         return {"mode": mode, "cap": cap, "heavy": _timings(database_url, heavy_runs, zero),
                 "light": _timings(database_url, light_runs, zero)}

@@ -68,7 +68,7 @@ import psycopg
 import redis
 
 from bench.load import make_tokens
-from bench.services import SECRET_KEY, add_env_argument, env_settings, fresh_database
+from bench.services import SECRET_KEY, add_env_argument, env_settings, fresh_database, post_runs
 from tests.support.private_services import PrivatePostgres, private_redis
 from tests.support.stack import (
     ROOT,
@@ -220,23 +220,6 @@ def provider_streams(provider_url: str, since: float) -> dict:
     return httpx.get(f"{provider_url}/stats", params={"since": since}, timeout=30).json()
 
 
-async def _post_runs(base: str, token: str, count: int, concurrency: int = 16) -> list[str]:
-    """``count`` runs of one user, each in a conversation of its own; their ids."""
-    semaphore = asyncio.Semaphore(concurrency)
-    headers = {"Authorization": f"Bearer {token}"}
-
-    async def one(http: httpx.AsyncClient) -> str:
-        async with semaphore:
-            conversation = (await http.post("/api/conversations/", json={}, headers=headers)).json()["id"]
-            response = await http.post(f"/api/conversations/{conversation}/messages/",
-                                       json={"content": "hold", "model": MODEL}, headers=headers)
-            response.raise_for_status()
-            return response.json()["run_id"]
-
-    async with httpx.AsyncClient(base_url=base, timeout=120) as http:
-        return list(await asyncio.gather(*(one(http) for _ in range(count))))
-
-
 def running_turns(database_url: str) -> int:
     with psycopg.connect(database_url, autocommit=True) as conn:
         (count,) = conn.execute(
@@ -314,7 +297,7 @@ def _measure_windows(args: argparse.Namespace, reader: CounterReader, base: str,
     idle = rates(start, reader.end())
 
     posted_at = time.time()
-    asyncio.run(_post_runs(base, token, args.steps))
+    asyncio.run(post_runs(base, token, args.steps, model=MODEL, content="hold", timeout_s=120))
 
     def all_waiting() -> bool:
         open_streams = [s for s in provider_streams(provider_url, posted_at - 1)["streams"] if s[1] is None]

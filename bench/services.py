@@ -1,5 +1,6 @@
 """What a benchmark needs before it starts a stack: a fresh, migrated
-database and Redis database of its own, an API token, and percentiles.
+database and Redis database of its own, an API token, and percentiles;
+and, once it runs, posting runs through the REST API.
 
 Each benchmark names its own database and Redis database so two of them
 (or a benchmark and the test suite) never share state.
@@ -8,10 +9,12 @@ Each benchmark names its own database and Redis database so two of them
 from __future__ import annotations
 
 import argparse
+import asyncio
 import subprocess
 import sys
 from collections.abc import Sequence
 
+import httpx
 import psycopg
 import redis
 
@@ -65,3 +68,22 @@ def add_env_argument(parser: argparse.ArgumentParser) -> None:
 def env_settings(items: Sequence[str]) -> dict[str, str]:
     """``--env`` values as a mapping."""
     return dict(item.split("=", 1) for item in items)
+
+
+async def post_runs(base: str, token: str, count: int, *, model: str, content: str, concurrency: int = 16,
+                    timeout_s: float = 60) -> list[str]:
+    """``count`` runs of one user through the REST API, each in a
+    conversation of its own, ``concurrency`` at a time; their run ids."""
+    semaphore = asyncio.Semaphore(concurrency)
+    headers = {"Authorization": f"Bearer {token}"}
+
+    async def one(http: httpx.AsyncClient) -> str:
+        async with semaphore:
+            conversation = (await http.post("/api/conversations/", json={}, headers=headers)).json()["id"]
+            response = await http.post(f"/api/conversations/{conversation}/messages/",
+                                       json={"content": content, "model": model}, headers=headers)
+            response.raise_for_status()
+            return response.json()["run_id"]
+
+    async with httpx.AsyncClient(base_url=base, timeout=timeout_s) as http:
+        return list(await asyncio.gather(*(one(http) for _ in range(count))))
