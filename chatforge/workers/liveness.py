@@ -1,5 +1,5 @@
 """Worker liveness in Redis: which worker processes are alive, and which
-steps each one holds.
+were declared lost.
 
 A step's lease in Postgres (``heartbeat_at``, renewed every
 CHATFORGE_HEARTBEAT_S) tells that a step was lost only after

@@ -1,7 +1,8 @@
 """Leases for running steps, and this process's liveness.
 
-Two background threads per worker process (started lazily, so prefork
-children each get their own after the fork), whatever the number of steps:
+Background threads per worker process (started at its start, or lazily
+by its first claim, so prefork children each get their own after the
+fork), whatever the number of steps:
 
 - **Liveness** (every CHATFORGE_LIVENESS_S, 1 s): one Redis round trip
   renews the process's entry in the fleet's liveness registry
@@ -11,10 +12,10 @@ children each get their own after the fork), whatever the number of steps:
   process was itself declared lost (it was cut off, and the cut healed):
   the steps it claimed are then *fenced*, they stop and record nothing,
   since their new deliveries run them. (Which process claimed a step is on
-  the step's row, ``lease_owner``, written by the claim: ``process_owner``.) It takes no database connection, so a
-  Postgres outage never makes a live process look lost; and when this
-  process is elected to look for lost ones, a third thread does it, so the
-  renewals go on meanwhile.
+  the step's row, ``lease_owner``, written by the claim: ``process_owner``.)
+  It takes no database connection, so a Postgres outage never makes a live
+  process look lost; and when this process is elected to look for lost
+  ones, a thread of its own does it, so the renewals go on meanwhile.
 - **Leases** (every CHATFORGE_HEARTBEAT_S, 10 s): one UPDATE per table
   touches every step running here (``heartbeat_at``) and their runs. The
   lease is the backstop where the registry cannot tell (embedded mode has
@@ -184,8 +185,12 @@ class _Heartbeater:
         """The process stops cleanly: take it out of the registry."""
         liveness = self._liveness
         registry = liveness.registry() if liveness is not None and self._pid == os.getpid() else None
-        if registry is not None:
-            self._registry_call(registry.leave, liveness.owner)
+        if registry is None:
+            return
+        try:
+            registry.leave(liveness.owner)
+        except Exception as exc:  # Redis away: the entry lapses, and the process is declared lost (holding nothing)
+            logger.warning("leaving the liveness registry failed (%s)", exc)
 
     def _lease_loop(self) -> None:
         stop = threading.Event()
@@ -245,8 +250,9 @@ class _Heartbeater:
         liveness = self._liveness
         if liveness is None:
             return
-        if not self._confirming.acquire(timeout=2 * settings.CHATFORGE_LIVENESS_S) if wait else \
-                not self._confirming.acquire(blocking=False):
+        acquired = (self._confirming.acquire(timeout=2 * settings.CHATFORGE_LIVENESS_S) if wait
+                    else self._confirming.acquire(blocking=False))
+        if not acquired:
             return
         try:
             if wait and (not self.overdue() or time.monotonic() - liveness.last_attempt < 0.25):
@@ -294,13 +300,6 @@ class _Heartbeater:
         _name_database_sessions(liveness.owner)
         logger.warning("this worker was declared lost while it could not renew its liveness; %d step(s) it held "
                        "were given to other deliveries and stop here; going on as %s", len(fenced), liveness.owner)
-
-    @staticmethod
-    def _registry_call(call, *args) -> None:
-        try:
-            call(*args)
-        except Exception as exc:  # the next renewal notices the difference and writes it again
-            logger.warning("updating the liveness registry failed (%s); the next renewal repairs it", exc)
 
 
 def _new_liveness(node: str) -> _Liveness | None:

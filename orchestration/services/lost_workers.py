@@ -13,9 +13,9 @@ lost process, in this order:
    locks (its step's, its run's) that the re-drive below would wait for,
    until idle_in_transaction_session_timeout (60 s by default).
 3. The leases of the steps it claimed (``lease_owner``, written by each
-   claim) are released (``heartbeat_at`` cleared), and each run's next step
-   is derived from the ledger and sent (``sweeper.run_redispatch``, which
-   also tells the run's clients ``run.reconnecting``). Steps are claimed in
+   claim) are released (``heartbeat_at`` cleared); each run's next step
+   is then derived from the ledger and sent (``sweeper.run_redispatch``,
+   which also tells the run's clients ``run.reconnecting``). Steps are claimed in
    one statement, so the new delivery runs the step exactly once; a tool
    with side effects that may have run is answered "interrupted" rather
    than run twice (``tool_steps.py``); and only the delivery holding a
@@ -25,8 +25,9 @@ lost process, in this order:
    after it would leave clients without that call's ``tool_output`` (or a
    turn's ``tool_call`` events) and its run without the step it was about
    to send. For the active runs it took part in, those events are
-   published again (they are deduplicated: the log takes each once) and
-   the runs re-driven (a run with a live step is left alone).
+   published again (they are deduplicated: the log takes each once).
+   Every run of steps 3 and 4 is re-driven once (a run with a live step is
+   left alone).
 5. The process is settled; a watcher that dies before this is followed by
    the next one, a few intervals later.
 
@@ -37,6 +38,7 @@ liveness from its own thread all along and is never declared lost.
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -64,8 +66,12 @@ def redrive_lost_workers(registry: LivenessRegistry) -> int:
         if not registry.declare_lost(owner):
             continue  # it renewed meanwhile: alive
         ended = end_sessions_of(owner)
-        count = redrive_steps_of(owner)
-        announce_recorded_by(owner)
+        released = release_steps_of(owner)
+        runs = dict.fromkeys([*released, *announce_recorded_by(owner)])
+        for run_id in runs:  # each run once, whichever way it came
+            action = run_redispatch(run_id)
+            logger.warning("run %s, of lost worker %s: %s", run_id, owner, action)
+        count = len(released)
         logger.warning("worker process %s stopped renewing its liveness: declared lost; %d of its database "
                        "session(s) ended, %d step(s) it held sent on", owner, ended, count)
         record.worker_lost(count)
@@ -92,9 +98,9 @@ def end_sessions_of(owner: str) -> int:
     return int(ended)
 
 
-def redrive_steps_of(owner: str) -> int:
-    """Release the leases of the steps the lost process was running and send
-    their runs' next steps; the steps released."""
+def release_steps_of(owner: str) -> list[str]:
+    """Release the leases of the steps the lost process was running: the run
+    of each step released."""
     runs: list[str] = []
     for model in (LlmTurn, ToolInvocation):
         steps = model.objects.filter(lease_owner=owner, status="running")
@@ -103,15 +109,12 @@ def redrive_steps_of(owner: str) -> int:
             model.objects.filter(pk__in=[pk for pk, _ in released], lease_owner=owner,
                                  status="running").update(heartbeat_at=None)
             runs += [str(run_id) for _, run_id in released]
-    for run_id in dict.fromkeys(runs):
-        action = run_redispatch(run_id)
-        logger.warning("run %s: a step of a lost worker sent on: %s", run_id, action)
-    return len(runs)
+    return runs
 
 
-def announce_recorded_by(owner: str) -> None:
+def announce_recorded_by(owner: str) -> list[str]:
     """Publish again what the lost process recorded for runs still active
-    (step 4 above), and re-drive those runs."""
+    (step 4 above); those runs, to be re-driven too."""
     active = (Run.Status.QUEUED, Run.Status.RUNNING)
     unsettled = (ToolInvocation.Status.PENDING, ToolInvocation.Status.RUNNING,
                  ToolInvocation.Status.AWAITING_APPROVAL, ToolInvocation.Status.CLIENT)
@@ -124,12 +127,13 @@ def announce_recorded_by(owner: str) -> None:
         events.tool_output(ref(call.run), tool_call_id=call.tool_call_id, name=call.name, output=call.output,
                            status=call.status, execution_time_ms=call.duration_ms or 0, files=result.get("files"),
                            cached=bool(result.get("cached")))
-    turns = LlmTurn.objects.filter(lease_owner=owner, status="completed", run__status__in=active).select_related("run")
+    turns = list(LlmTurn.objects.filter(lease_owner=owner, status="completed", run__status__in=active)
+                 .select_related("run"))
+    rounds: dict[tuple[str, int], list[ToolInvocation]] = defaultdict(list)
+    for inv in ToolInvocation.objects.filter(run_id__in={turn.run_id for turn in turns}).order_by("position"):
+        rounds[(str(inv.run_id), inv.iteration)].append(inv)  # one query for every turn's calls
     for turn in turns:
         runs[str(turn.run_id)] = turn.run
-        invocations = list(ToolInvocation.objects.filter(run_id=turn.run_id, iteration=turn.iteration)
-                           .order_by("position"))
-        if invocations:
+        if invocations := rounds.get((str(turn.run_id), turn.iteration)):
             emit_tool_call_events(turn.run, invocations)
-    for run_id in runs:
-        run_redispatch(run_id)
+    return list(runs)

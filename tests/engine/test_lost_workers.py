@@ -172,6 +172,7 @@ def test_what_a_lost_process_recorded_but_did_not_announce_is_announced_once(eng
     run, recorded, announced = _round_in_hand(user, broker)
     run_id = str(run.id)
     lost, alive = owner_name("tools@gone"), owner_name("tools@here")
+    get_event_log().delete(run_id)  # as if the turn's events never went out either
     for call in (recorded, announced):
         ToolInvocation.objects.filter(pk=call.pk).update(
             status="success", deliveries=1, lease_owner=lost, output='{"ok": true}', duration_ms=5,
@@ -179,6 +180,7 @@ def test_what_a_lost_process_recorded_but_did_not_announce_is_announced_once(eng
             finished_at=timezone.now())
     events.tool_output(ref(run), tool_call_id=announced.tool_call_id, name=announced.name, output='{"ok": true}',
                        status="success", execution_time_ms=5)
+    LlmTurn.objects.filter(run=run, iteration=0).update(lease_owner=lost)  # its turn too: its calls were announced
     registry.renew(lost)
     _late(registry, lost, renewing=alive)
 
@@ -187,6 +189,8 @@ def test_what_a_lost_process_recorded_but_did_not_announce_is_announced_once(eng
     outputs = Counter(e["data"]["tool_call_id"] for e in get_event_log().read(run_id, after=0)
                       if e["type"] == "tool_output")
     assert outputs == {recorded.tool_call_id: 1, announced.tool_call_id: 1}
+    calls = Counter(e["data"]["id"] for e in get_event_log().read(run_id, after=0) if e["type"] == "tool_call")
+    assert calls == {recorded.tool_call_id: 1, announced.tool_call_id: 1}  # the turn's calls, announced again
     (again,) = [e for e in get_event_log().read(run_id, after=0)
                 if e["type"] == "tool_output" and e["data"]["tool_call_id"] == recorded.tool_call_id]
     assert again["data"] == {"tool_call_id": recorded.tool_call_id, "name": recorded.name, "output": '{"ok": true}',
