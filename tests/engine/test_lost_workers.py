@@ -29,6 +29,7 @@ from orchestration.services.lost_workers import redrive_lost_workers
 from tests.conftest import QUEUES
 from tests.engine.test_redelivery import engine, enqueued, new_run  # noqa: F401 - the fixture
 from tests.fakes.openai_server import Reply
+from tests.support.liveness import fresh_registry, wait_until_late
 from tests.support.private_services import PrivateRedis, private_redis
 from tests.support.stack import wait_for
 
@@ -45,12 +46,7 @@ def watched() -> Iterator[PrivateRedis]:
 
 @pytest.fixture
 def registry(watched: PrivateRedis) -> LivenessRegistry:
-    client = watched.client()
-    client.flushdb()
-    made = LivenessRegistry(client, lost_s=LOST_S, interval_s=INTERVAL_S)
-    # A watcher trusts nobody's loss in a Redis's first seconds (redrive_lost_workers).
-    wait_for(lambda: made.settled_for(LOST_S + 2 * INTERVAL_S), timeout=10, what="the new redis-server to settle")
-    return made
+    return fresh_registry(watched, lost_s=LOST_S, interval_s=INTERVAL_S)
 
 
 @pytest.fixture
@@ -61,14 +57,6 @@ def quick_liveness(settings):
 
 def _types(run_id: str) -> list[str]:
     return [event["type"] for event in get_event_log().read(run_id, after=0)]
-
-
-def _late(registry: LivenessRegistry, owner: str, *, renewing: str) -> None:
-    def late() -> bool:
-        registry.renew(renewing)
-        return owner in registry.lapsed()
-
-    wait_for(late, timeout=10, what=f"{owner} to be late")
 
 
 def _round_in_hand(user, broker) -> tuple[Run, ToolInvocation, ToolInvocation]:
@@ -93,7 +81,7 @@ def test_the_calls_of_a_lost_process_are_sent_on_at_once_and_its_clients_told(en
     _claimed(lost_call, lost)
     _claimed(live_call, alive)
     registry.renew(lost)
-    _late(registry, lost, renewing=alive)
+    wait_until_late(registry, lost, renewing=alive)
 
     assert redrive_lost_workers(registry) == 1
 
@@ -118,7 +106,7 @@ def test_a_call_another_delivery_has_taken_is_left_to_it(engine, quick_liveness,
     lost, successor = owner_name("tools@gone"), owner_name("tools@here")
     _claimed(call, successor, deliveries=2)  # taken over already (its lease ran out)
     registry.renew(lost)
-    _late(registry, lost, renewing=successor)
+    wait_until_late(registry, lost, renewing=successor)
 
     assert redrive_lost_workers(registry) == 0
     call.refresh_from_db()
@@ -182,7 +170,7 @@ def test_what_a_lost_process_recorded_but_did_not_announce_is_announced_once(eng
                        status="success", execution_time_ms=5)
     LlmTurn.objects.filter(run=run, iteration=0).update(lease_owner=lost)  # its turn too: its calls were announced
     registry.renew(lost)
-    _late(registry, lost, renewing=alive)
+    wait_until_late(registry, lost, renewing=alive)
 
     redrive_lost_workers(registry)
 

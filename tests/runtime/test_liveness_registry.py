@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from chatforge.workers.liveness import LivenessRegistry, owner_name
+from tests.support.liveness import fresh_registry, wait_until_late
 from tests.support.private_services import PrivateRedis, private_redis
 from tests.support.stack import wait_for
 
@@ -25,21 +26,7 @@ def server() -> Iterator[PrivateRedis]:
 
 @pytest.fixture
 def registry(server: PrivateRedis) -> LivenessRegistry:
-    client = server.client()
-    client.flushdb()
-    return LivenessRegistry(client, lost_s=LOST_S, interval_s=INTERVAL_S)
-
-
-def _late_while(registry: LivenessRegistry, owner: str, *, renewing: str) -> None:
-    """Wait until ``owner`` is late while ``renewing`` renews all along
-    (and is never late itself)."""
-    def late() -> bool:
-        registry.renew(renewing)
-        found = registry.lapsed()
-        assert renewing not in found
-        return owner in found
-
-    wait_for(late, timeout=10, what=f"{owner} to be late")
+    return fresh_registry(server, lost_s=LOST_S, interval_s=INTERVAL_S)
 
 
 def test_a_process_that_stops_renewing_is_late_and_one_that_renews_never_is(registry):
@@ -47,13 +34,13 @@ def test_a_process_that_stops_renewing_is_late_and_one_that_renews_never_is(regi
     registry.renew(alive)
     registry.renew(silent)
     assert registry.lapsed() == []
-    _late_while(registry, silent, renewing=alive)
+    wait_until_late(registry, silent, renewing=alive)
 
 
 def test_declaring_a_process_lost_tells_it_at_its_next_renewal_and_is_handed_out_until_settled(registry):
     alive, lost = owner_name("tools@a"), owner_name("tools@b")
     registry.renew(lost)
-    _late_while(registry, lost, renewing=alive)
+    wait_until_late(registry, lost, renewing=alive)
 
     assert registry.declare_lost(lost)
     assert not registry.renew(lost).alive  # back from a partition: told its steps were given away
@@ -68,16 +55,16 @@ def test_declaring_a_process_lost_tells_it_at_its_next_renewal_and_is_handed_out
 def test_lost_processes_whose_steps_were_not_settled_are_looked_at_again(registry):
     alive, lost = owner_name("tools@a"), owner_name("tools@b")
     registry.renew(lost)
-    _late_while(registry, lost, renewing=alive)
+    wait_until_late(registry, lost, renewing=alive)
     assert registry.declare_lost(lost)
     assert lost not in registry.lapsed()  # just declared: its watcher is at work
-    _late_while(registry, lost, renewing=alive)  # not settled within the retry period: again
+    wait_until_late(registry, lost, renewing=alive)  # not settled within the retry period: again
 
 
 def test_a_process_that_renewed_since_it_was_found_late_is_not_declared_lost(registry):
     alive, slow = owner_name("llm@a"), owner_name("llm@b")
     registry.renew(slow)
-    _late_while(registry, slow, renewing=alive)
+    wait_until_late(registry, slow, renewing=alive)
     registry.renew(slow)  # it was only late
     assert not registry.declare_lost(slow)
     assert registry.renew(slow).alive
